@@ -1,0 +1,208 @@
+// Env: every file-system call the core makes goes through this interface, so
+// that tests can wrap it (EnvWrapper) and inject faults at any step, in the
+// manner of LevelDB's Env.
+//
+// All methods return absl::Status values built from errno with the path and
+// the operation in the message; ENOSPC and EDQUOT map to RESOURCE_EXHAUSTED,
+// ENOENT to NOT_FOUND, EEXIST to ALREADY_EXISTS, EACCES/EPERM to
+// PERMISSION_DENIED, EXDEV to FAILED_PRECONDITION, anything else to INTERNAL.
+//
+// Env implementations are safe for concurrent use from multiple threads
+// without external synchronization. File objects are not: each belongs to one
+// thread at a time.
+#ifndef RBLN_CORE_ENV_H_
+#define RBLN_CORE_ENV_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace rbln {
+
+// A file opened for positioned reads.
+class RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+
+  // Reads up to buf.size() bytes at `offset`; returns the number read, which
+  // is short only at end of file.
+  virtual absl::StatusOr<size_t> ReadAt(uint64_t offset,
+                                        absl::Span<char> buf) const = 0;
+  virtual absl::StatusOr<uint64_t> Size() const = 0;
+  virtual const std::string& path() const = 0;
+  // The OS file descriptor, for kernel-side copies. Wrappers forward it.
+  virtual int native_handle() const = 0;
+};
+
+// A new file opened for positioned writes. Data is durable only after Sync().
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+
+  virtual absl::Status WriteAt(uint64_t offset, absl::string_view data) = 0;
+  // Copies `length` bytes of `src` at `src_offset` to `dst_offset` of this
+  // file without passing them through user memory: a reflink
+  // (FICLONERANGE) when the file system shares extents and the offsets are
+  // block aligned, else copy_file_range. The bytes never enter this process.
+  virtual absl::Status CopyRangeFrom(const RandomAccessFile& src,
+                                     uint64_t src_offset, uint64_t length,
+                                     uint64_t dst_offset) = 0;
+  virtual absl::Status Sync() = 0;
+  virtual absl::Status Close() = 0;
+  virtual const std::string& path() const = 0;
+};
+
+enum class FileType { kRegular, kDirectory, kSymlink, kOther };
+
+struct DirEntry {
+  std::string name;
+  FileType type;
+};
+
+struct FileStat {
+  FileType type;
+  uint64_t size;
+  uint32_t mode;
+  uint64_t device;
+  uint64_t inode;
+  uint64_t nlink;
+};
+
+// A lock held on an open file (flock). Released by Env::UnlockFile.
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // The process-wide POSIX Env. Never deleted.
+  static Env* Default();
+
+  virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) = 0;
+  // Creates `path`, which must not exist (O_EXCL), with mode 0644.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) = 0;
+
+  // Reads a whole small file; refuses files larger than `max_bytes`.
+  virtual absl::StatusOr<std::string> ReadFileToString(const std::string& path,
+                                                       uint64_t max_bytes) = 0;
+
+  // Entries of a directory, without "." and "..", sorted by name.
+  virtual absl::StatusOr<std::vector<DirEntry>> ListDir(
+      const std::string& path) = 0;
+  // lstat: a symlink is reported as kSymlink, not followed.
+  virtual absl::StatusOr<FileStat> Stat(const std::string& path) = 0;
+
+  virtual absl::Status CreateDir(const std::string& path) = 0;
+  virtual absl::Status RemoveFile(const std::string& path) = 0;
+  virtual absl::Status RemoveDir(const std::string& path) = 0;
+  virtual absl::Status Link(const std::string& from, const std::string& to) = 0;
+  // rename(2): replaces `to` if it exists.
+  virtual absl::Status Rename(const std::string& from,
+                              const std::string& to) = 0;
+  // renameat2(RENAME_NOREPLACE): fails with ALREADY_EXISTS when `to` exists.
+  virtual absl::Status RenameNoReplace(const std::string& from,
+                                       const std::string& to) = 0;
+  // renameat2(RENAME_EXCHANGE): atomically swaps two existing paths.
+  virtual absl::Status RenameExchange(const std::string& a,
+                                      const std::string& b) = 0;
+  // fsync of a directory, making entries created or renamed in it durable.
+  virtual absl::Status SyncDir(const std::string& path) = 0;
+
+  // Takes an exclusive (or shared) flock on `path`, creating it when missing.
+  // With `wait` false it fails fast with UNAVAILABLE when another open file
+  // description holds a conflicting lock.
+  virtual absl::StatusOr<std::unique_ptr<FileLock>> LockFile(
+      const std::string& path, bool exclusive, bool wait) = 0;
+};
+
+// Forwards every call to another Env; subclasses override what they change.
+class EnvWrapper : public Env {
+ public:
+  explicit EnvWrapper(Env* target) : target_(target) {}
+  Env* target() const { return target_; }
+
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
+      const std::string& path) override {
+    return target_->NewRandomAccessFile(path);
+  }
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) override {
+    return target_->NewWritableFile(path);
+  }
+  absl::StatusOr<std::string> ReadFileToString(const std::string& path,
+                                               uint64_t max_bytes) override {
+    return target_->ReadFileToString(path, max_bytes);
+  }
+  absl::StatusOr<std::vector<DirEntry>> ListDir(
+      const std::string& path) override {
+    return target_->ListDir(path);
+  }
+  absl::StatusOr<FileStat> Stat(const std::string& path) override {
+    return target_->Stat(path);
+  }
+  absl::Status CreateDir(const std::string& path) override {
+    return target_->CreateDir(path);
+  }
+  absl::Status RemoveFile(const std::string& path) override {
+    return target_->RemoveFile(path);
+  }
+  absl::Status RemoveDir(const std::string& path) override {
+    return target_->RemoveDir(path);
+  }
+  absl::Status Link(const std::string& from, const std::string& to) override {
+    return target_->Link(from, to);
+  }
+  absl::Status Rename(const std::string& from, const std::string& to) override {
+    return target_->Rename(from, to);
+  }
+  absl::Status RenameNoReplace(const std::string& from,
+                               const std::string& to) override {
+    return target_->RenameNoReplace(from, to);
+  }
+  absl::Status RenameExchange(const std::string& a,
+                              const std::string& b) override {
+    return target_->RenameExchange(a, b);
+  }
+  absl::Status SyncDir(const std::string& path) override {
+    return target_->SyncDir(path);
+  }
+  absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path,
+                                                     bool exclusive,
+                                                     bool wait) override {
+    return target_->LockFile(path, exclusive, wait);
+  }
+
+ private:
+  Env* target_;
+};
+
+// Helpers built on Env.
+
+// Joins two path pieces with exactly one '/'.
+std::string JoinPath(absl::string_view dir, absl::string_view name);
+
+// Writes `data` to a new file at `path` and syncs it.
+absl::Status WriteStringToNewFile(Env* env, const std::string& path,
+                                  absl::string_view data);
+
+// Removes `path` and everything below it (does not follow symlinks).
+absl::Status RemoveTree(Env* env, const std::string& path);
+
+// Copies a regular file's bytes into a new file at `to` (kernel-side copy),
+// then syncs it.
+absl::Status CopyFile(Env* env, const std::string& from, const std::string& to);
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_ENV_H_

@@ -1,0 +1,117 @@
+#include "core/testing/test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+
+namespace rbln::testing {
+
+TempDir::TempDir() {
+  const char* base = getenv("TMPDIR");
+  std::string templ = absl::StrCat(
+      base != nullptr && *base != '\0' ? base : "/tmp", "/rbln-test-XXXXXX");
+  std::vector<char> buf(templ.begin(), templ.end());
+  buf.push_back('\0');
+  if (mkdtemp(buf.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp " << templ << ": " << strerror(errno);
+    abort();
+  }
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::Join(absl::string_view name) const {
+  return absl::StrCat(path_, "/", name);
+}
+
+std::string ReadFileOrDie(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ADD_FAILURE() << "cannot read " << path;
+    abort();
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFileOrDie(const std::string& path, absl::string_view data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  if (!out) {
+    ADD_FAILURE() << "cannot write " << path;
+    abort();
+  }
+}
+
+uint64_t HashFile(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    ADD_FAILURE() << "cannot open " << path;
+    abort();
+  }
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, 0);
+  std::vector<char> buf(1 << 20);
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) {
+    XXH64_update(state, buf.data(), n);
+  }
+  fclose(f);
+  uint64_t hash = XXH64_digest(state);
+  XXH64_freeState(state);
+  return hash;
+}
+
+std::map<std::string, uint64_t> HashTree(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::map<std::string, uint64_t> hashes;
+  for (const fs::directory_entry& entry :
+       fs::recursive_directory_iterator(dir)) {
+    std::string rel = fs::relative(entry.path(), dir).string();
+    if (entry.is_symlink()) {
+      std::string target = fs::read_symlink(entry.path()).string();
+      hashes[rel] = XXH64(target.data(), target.size(), 1);
+    } else if (entry.is_directory()) {
+      hashes[rel] = 2;
+    } else {
+      hashes[rel] = HashFile(entry.path().string());
+    }
+  }
+  return hashes;
+}
+
+std::string BinaryPath(absl::string_view name) {
+  const char* dir = getenv("RBLN_BIN_DIR");
+  return absl::StrCat(dir != nullptr ? dir : ".", "/", name);
+}
+
+int RunCommand(const std::string& command, std::string* output) {
+  std::string full = absl::StrCat(command, " 2>&1");
+  FILE* pipe = popen(full.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  output->clear();
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
+  int status = pclose(pipe);
+  if (status == -1 || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+}  // namespace rbln::testing

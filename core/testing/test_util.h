@@ -1,0 +1,47 @@
+// Helpers shared by the tests: temporary directories on the real file system,
+// file hashing, and locating the built binaries.
+#ifndef RBLN_CORE_TESTING_TEST_UTIL_H_
+#define RBLN_CORE_TESTING_TEST_UTIL_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace rbln::testing {
+
+// A fresh directory under $TMPDIR (default /tmp), removed with everything in
+// it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string Join(absl::string_view name) const;
+
+ private:
+  std::string path_;
+};
+
+std::string ReadFileOrDie(const std::string& path);
+void WriteFileOrDie(const std::string& path, absl::string_view data);
+
+// XXH64 of a file's bytes (streamed).
+uint64_t HashFile(const std::string& path);
+// Relative path -> XXH64 for every regular file below `dir` (recursively);
+// symlinks and directories are listed with a hash of their kind/target.
+std::map<std::string, uint64_t> HashTree(const std::string& dir);
+
+// $RBLN_BIN_DIR/name: the built binaries (set by ctest).
+std::string BinaryPath(absl::string_view name);
+// Runs a shell command; returns its exit status (or -1) and its stdout and
+// stderr combined in `output`.
+int RunCommand(const std::string& command, std::string* output);
+
+}  // namespace rbln::testing
+
+#endif  // RBLN_CORE_TESTING_TEST_UTIL_H_
