@@ -29,6 +29,9 @@
 
 namespace rbln {
 
+// The generated header messages (proto/rbln/artifact/v1/container.proto).
+namespace v1 = ::rbln::artifact::v1;
+
 inline constexpr char kContainerExtension[] = ".rbln";
 // PNG-style: a high-bit byte, a name, CR LF, ^Z, LF, so that text-mode
 // transfers and 7-bit channels visibly break it.

@@ -1,0 +1,230 @@
+#include "core/budget.h"
+
+#include <cassert>
+#include <limits>
+
+#include "absl/numeric/int128.h"
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace rbln {
+namespace {
+
+constexpr uint64_t kMaxUint64 = std::numeric_limits<uint64_t>::max();
+// A parsed fraction's denominator is a power of ten no larger than 10^18, so
+// that numerator * available bytes stays inside 128 bits with room to spare;
+// a percentage spends two of those digits on the "%".
+constexpr int kMaxFractionDigits = 18;
+constexpr int kMaxPercentDigits = kMaxFractionDigits - 2;
+
+struct Unit {
+  absl::string_view name;
+  uint64_t bytes;
+};
+constexpr Unit kUnits[] = {
+    {"B", 1},
+    {"KB", uint64_t{1000}},
+    {"MB", uint64_t{1000} * 1000},
+    {"GB", uint64_t{1000} * 1000 * 1000},
+    {"TB", uint64_t{1000} * 1000 * 1000 * 1000},
+    {"KiB", uint64_t{1} << 10},
+    {"MiB", uint64_t{1} << 20},
+    {"GiB", uint64_t{1} << 30},
+    {"TiB", uint64_t{1} << 40},
+};
+
+uint64_t Pow10(int exponent) {
+  uint64_t result = 1;
+  for (int i = 0; i < exponent; ++i) result *= 10;
+  return result;
+}
+
+const Unit* FindUnit(absl::string_view name) {
+  for (const Unit& unit : kUnits) {
+    if (absl::EqualsIgnoreCase(name, unit.name)) return &unit;
+  }
+  return nullptr;
+}
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+absl::Status InvalidBudget(absl::string_view text, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "memory budget \"", absl::CEscape(text), "\" ", problem,
+      "; write a fraction in (0, 1] like 0.8, a percentage in (0, 100] like "
+      "80%, or bytes with a unit like 10GB or 10GiB (units B, KB, MB, GB, TB, "
+      "KiB, MiB, GiB, TiB, case-insensitive)"));
+}
+
+// n / 10^scale with common factors of ten removed, so that "0.8", "0.80" and
+// "80%" give the same numerator and denominator.
+MemoryBudget DecimalFraction(absl::uint128 n, int scale) {
+  while (scale > 0 && n % 10 == 0) {
+    n /= 10;
+    --scale;
+  }
+  return MemoryBudget::Fraction(absl::Uint128Low64(n), Pow10(scale));
+}
+
+// "150323855360 bytes (140.0 GiB)": exact, with a rounded GiB figure for
+// people comparing against rbln-smi.
+std::string DescribeBytes(uint64_t bytes) {
+  const absl::uint128 tenths =
+      (absl::uint128(bytes) * 10 + (uint64_t{1} << 29)) >> 30;
+  return absl::StrCat(bytes, " bytes (", absl::Uint128Low64(tenths / 10), ".",
+                      absl::Uint128Low64(tenths % 10), " GiB)");
+}
+
+}  // namespace
+
+absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
+  const auto refuse = [text](absl::string_view problem) {
+    return InvalidBudget(text, problem);
+  };
+  absl::string_view rest = absl::StripAsciiWhitespace(text);
+  if (rest.empty()) return refuse("is empty");
+  if (rest[0] == '+' || rest[0] == '-') return refuse("has a sign");
+
+  // The whole part saturates past 64 bits; the digits are still consumed so
+  // that the error can name the right problem.
+  absl::uint128 whole = 0;
+  bool whole_too_large = false;
+  size_t i = 0;
+  for (; i < rest.size() && IsDigit(rest[i]); ++i) {
+    whole = whole * 10 + (rest[i] - '0');
+    if (whole > kMaxUint64) {
+      whole_too_large = true;
+      whole = kMaxUint64;
+    }
+  }
+  if (i == 0) return refuse("is not a number");
+  const bool has_point = i < rest.size() && rest[i] == '.';
+  absl::string_view fraction_digits;
+  if (has_point) {
+    const size_t start = ++i;
+    while (i < rest.size() && IsDigit(rest[i])) ++i;
+    fraction_digits = rest.substr(start, i - start);
+    if (fraction_digits.empty()) {
+      return refuse("is not a well-formed decimal number");
+    }
+  }
+  rest.remove_prefix(i);
+  if (!rest.empty() && (rest[0] == 'e' || rest[0] == 'E')) {
+    return refuse("uses an exponent");
+  }
+  absl::ConsumePrefix(&rest, " ");
+  if (!rest.empty() && (IsDigit(rest[0]) || rest[0] == '.')) {
+    return refuse("is not a well-formed decimal number");
+  }
+  if (fraction_digits.size() > kMaxFractionDigits) {
+    return refuse(absl::StrCat("has ", fraction_digits.size(),
+                               " fractional digits; at most ",
+                               kMaxFractionDigits, " are allowed"));
+  }
+
+  // The value is scaled / 10^scale, exactly; with at most 18 fractional
+  // digits, scaled < 2^64 * 10^18 < 2^128.
+  while (absl::ConsumeSuffix(&fraction_digits, "0")) {
+  }
+  const int scale = static_cast<int>(fraction_digits.size());
+  uint64_t fraction = 0;
+  for (char c : fraction_digits) fraction = fraction * 10 + (c - '0');
+  const absl::uint128 scaled = whole * Pow10(scale) + fraction;
+  const bool is_percent = rest == "%";
+  const Unit* unit = FindUnit(rest);
+  if (!rest.empty() && !is_percent && unit == nullptr) {
+    return refuse(
+        absl::StrCat("has an unknown unit \"", absl::CEscape(rest), "\""));
+  }
+  if (scaled == 0) return refuse("is zero");
+
+  if (is_percent) {
+    if (whole_too_large || scaled > absl::uint128(100) * Pow10(scale)) {
+      return refuse("is above 100%");
+    }
+    if (scale > kMaxPercentDigits) {
+      return refuse(absl::StrCat("has more than ", kMaxPercentDigits,
+                                 " fractional digits in a percentage"));
+    }
+    return DecimalFraction(scaled, scale + 2);
+  }
+
+  if (rest.empty()) {
+    if (whole_too_large) {
+      return refuse("is too large: a byte count must fit in 64 bits");
+    }
+    if (scaled <= Pow10(scale)) return DecimalFraction(scaled, scale);
+    if (has_point) {
+      return refuse(
+          "is ambiguous: a number above 1 with a fractional part and no unit "
+          "is neither a fraction of the DRAM nor a whole byte count");
+    }
+    return Bytes(absl::Uint128Low64(whole));
+  }
+
+  // Each product stays below 2^64 * 2^40, well inside 128 bits; the
+  // fractional part rounds down to a whole byte.
+  const absl::uint128 fraction_bytes =
+      absl::uint128(fraction) * unit->bytes / Pow10(scale);
+  const absl::uint128 bytes = whole * unit->bytes + fraction_bytes;
+  if (whole_too_large || bytes > kMaxUint64) {
+    return refuse("is too large: a byte count must fit in 64 bits");
+  }
+  if (bytes == 0) return refuse("rounds down to 0 bytes");
+  return Bytes(absl::Uint128Low64(bytes));
+}
+
+MemoryBudget MemoryBudget::Fraction(uint64_t numerator, uint64_t denominator) {
+  assert(numerator > 0 && numerator <= denominator);
+  MemoryBudget budget;
+  budget.is_fraction_ = true;
+  budget.numerator_ = numerator;
+  budget.denominator_ = denominator;
+  return budget;
+}
+
+MemoryBudget MemoryBudget::Bytes(uint64_t bytes) {
+  MemoryBudget budget;
+  budget.is_fraction_ = false;
+  budget.bytes_ = bytes;
+  return budget;
+}
+
+absl::StatusOr<uint64_t> MemoryBudget::PerChipletBytes(
+    const DeviceSpec& device) const {
+  if (is_fraction_) {
+    // numerator <= denominator keeps the quotient within 64 bits.
+    return absl::Uint128Low64(absl::uint128(numerator_) *
+                              device.AvailablePerChiplet() / denominator_);
+  }
+  if (bytes_ > device.AvailablePerNode()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory budget of ", DescribeBytes(bytes_), " exceeds the ",
+        DescribeBytes(device.AvailablePerNode()), " of DRAM available on one ",
+        device.family,
+        " device; give at most that many bytes, or a fraction like 0.8"));
+  }
+  return bytes_ / device.chiplets_per_node;
+}
+
+std::string MemoryBudget::ToString() const {
+  if (!is_fraction_) return absl::StrCat(bytes_, " bytes");
+  // The percentage scaled by 10^16, i.e. the fraction to 18 decimals
+  // (truncated, which is exact for every parsed budget).
+  constexpr uint64_t kPercentScale = uint64_t{10000000000000000};
+  const absl::uint128 scaled =
+      absl::uint128(numerator_) * (kPercentScale * 100) / denominator_;
+  const uint64_t whole = absl::Uint128Low64(scaled / kPercentScale);
+  const uint64_t fraction = absl::Uint128Low64(scaled % kPercentScale);
+  if (fraction == 0) return absl::StrCat(whole, "%");
+  // Adding the scale zero-pads the decimals to a fixed width.
+  std::string decimals = absl::StrCat(kPercentScale + fraction).substr(1);
+  decimals.erase(decimals.find_last_not_of('0') + 1);
+  return absl::StrCat(whole, ".", decimals, "%");
+}
+
+}  // namespace rbln

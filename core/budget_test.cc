@@ -1,0 +1,272 @@
+#include "core/budget.h"
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/device_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rbln {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kCa12PerChiplet = 16 * kGiB - 288 * kMiB;  // 16877879296
+constexpr uint64_t kCr13PerChiplet = 35 * kGiB;               // 37580963840
+
+void ExpectSameBudget(const MemoryBudget& actual,
+                      const MemoryBudget& expected) {
+  EXPECT_EQ(actual.is_fraction(), expected.is_fraction());
+  if (expected.is_fraction()) {
+    EXPECT_EQ(actual.numerator(), expected.numerator());
+    EXPECT_EQ(actual.denominator(), expected.denominator());
+  } else {
+    EXPECT_EQ(actual.bytes(), expected.bytes());
+  }
+}
+
+struct AcceptCase {
+  std::string text;
+  MemoryBudget expected;
+};
+
+TEST(MemoryBudgetParseTest, AcceptsTheGrammar) {
+  const AcceptCase cases[] = {
+      // Fractions keep the smallest power-of-ten denominator.
+      {"0.8", MemoryBudget::Fraction(8, 10)},
+      {"0.80", MemoryBudget::Fraction(8, 10)},
+      {"1", MemoryBudget::Fraction(1, 1)},
+      {"1.0", MemoryBudget::Fraction(1, 1)},
+      {" 0.5 ", MemoryBudget::Fraction(5, 10)},
+      {"\t0.125\n", MemoryBudget::Fraction(125, 1000)},
+      {"0.000000000000000001", MemoryBudget::Fraction(1, 1000000000000000000)},
+      // Percentages are the same fractions.
+      {"80%", MemoryBudget::Fraction(8, 10)},
+      {"100%", MemoryBudget::Fraction(1, 1)},
+      {"100.0%", MemoryBudget::Fraction(1, 1)},
+      {"12.5%", MemoryBudget::Fraction(125, 1000)},
+      {"0.0000000000000001%", MemoryBudget::Fraction(1, 1000000000000000000)},
+      {"12.50000000000000000%", MemoryBudget::Fraction(125, 1000)},
+      // Bytes, with units exact and fractional bytes rounded down.
+      {"10GB", MemoryBudget::Bytes(10000000000)},
+      {"10 GB", MemoryBudget::Bytes(10000000000)},
+      {"10GiB", MemoryBudget::Bytes(10737418240)},
+      {"10gib", MemoryBudget::Bytes(10737418240)},
+      {"10 GIB", MemoryBudget::Bytes(10737418240)},
+      {"10737418240", MemoryBudget::Bytes(10737418240)},
+      {"2", MemoryBudget::Bytes(2)},
+      {"1.5TB", MemoryBudget::Bytes(1500000000000)},
+      {"512MiB", MemoryBudget::Bytes(536870912)},
+      {"1.5KiB", MemoryBudget::Bytes(1536)},
+      {"0.001KB", MemoryBudget::Bytes(1)},
+      {"1.9B", MemoryBudget::Bytes(1)},
+      {"1.0000000001GiB", MemoryBudget::Bytes(1073741824)},
+      {"1mb", MemoryBudget::Bytes(1000000)},
+      {"18446744073709551615", MemoryBudget::Bytes(UINT64_MAX)},
+      {"18446744073709551615B", MemoryBudget::Bytes(UINT64_MAX)},
+      {"16777215TiB", MemoryBudget::Bytes(uint64_t{16777215} << 40)},
+  };
+  for (const AcceptCase& c : cases) {
+    SCOPED_TRACE(absl::StrCat("input \"", c.text, "\""));
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(c.text);
+    ASSERT_TRUE(budget.ok()) << budget.status();
+    ExpectSameBudget(*budget, c.expected);
+  }
+}
+
+struct RefuseCase {
+  std::string text;
+  std::string problem;
+};
+
+TEST(MemoryBudgetParseTest, RefusesWithAnExplanation) {
+  const RefuseCase cases[] = {
+      {"", "is empty"},
+      {"   ", "is empty"},
+      {"0", "is zero"},
+      {"0.0", "is zero"},
+      {"0%", "is zero"},
+      {"0GB", "is zero"},
+      {"0B", "is zero"},
+      {"0.1B", "rounds down to 0 bytes"},
+      {"-1", "has a sign"},
+      {"+0.5", "has a sign"},
+      {"1.5", "is ambiguous"},
+      {"2.0", "is ambiguous"},
+      {"101%", "is above 100%"},
+      {"100.5%", "is above 100%"},
+      {"99999999999999999999%", "is above 100%"},
+      {"abc", "is not a number"},
+      {"NaN", "is not a number"},
+      {"inf", "is not a number"},
+      {"%", "is not a number"},
+      {"GB", "is not a number"},
+      {".5", "is not a number"},
+      {"1e400", "uses an exponent"},
+      {"1e3", "uses an exponent"},
+      {"1E3GB", "uses an exponent"},
+      {"0.8.1", "is not a well-formed decimal number"},
+      {"5.", "is not a well-formed decimal number"},
+      {"1 0GB", "is not a well-formed decimal number"},
+      {"10XB", "has an unknown unit \"XB\""},
+      {"10  GB", "has an unknown unit \" GB\""},
+      {"0XB", "has an unknown unit"},
+      {"18446744073709551616", "is too large"},
+      {"18446744073709551616B", "is too large"},
+      {"16777216TiB", "is too large"},
+      {"0.1234567890123456789", "has 19 fractional digits"},
+      {"12.34567890123456789%", "fractional digits in a percentage"},
+  };
+  for (const RefuseCase& c : cases) {
+    SCOPED_TRACE(absl::StrCat("input \"", c.text, "\""));
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(c.text);
+    ASSERT_FALSE(budget.ok());
+    EXPECT_EQ(budget.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(budget.status().message());
+    EXPECT_THAT(message, HasSubstr(absl::StrCat("\"", c.text, "\"")));
+    EXPECT_THAT(message, HasSubstr(c.problem));
+    EXPECT_THAT(message, HasSubstr("like 0.8, a percentage in (0, 100] like "
+                                   "80%, or bytes with a unit like 10GB"));
+  }
+}
+
+TEST(MemoryBudgetParseTest, UnknownUnitListsTheAcceptedUnits) {
+  absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse("10XB");
+  ASSERT_FALSE(budget.ok());
+  EXPECT_THAT(budget.status().message(),
+              HasSubstr("units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"));
+}
+
+TEST(MemoryBudgetParseTest, QuotesControlCharactersEscaped) {
+  absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse("1\"\n0");
+  ASSERT_FALSE(budget.ok());
+  EXPECT_THAT(budget.status().message(), HasSubstr("\"1\\\"\\n0\""));
+}
+
+struct PerChipletCase {
+  std::string npu;
+  std::string budget;
+  uint64_t expected;
+};
+
+TEST(MemoryBudgetPerChipletTest, ComputesExactBudgets) {
+  const PerChipletCase cases[] = {
+      // RBLN-CA12: 1 chiplet of 16877879296 bytes.
+      {"RBLN-CA12", "0.8", 13502303436},  // 13502303436.8 rounded down
+      {"RBLN-CA12", "80%", 13502303436},
+      {"RBLN-CA12", "1", kCa12PerChiplet},
+      {"RBLN-CA12", "100%", kCa12PerChiplet},
+      {"RBLN-CA12", "0.000000000000000001", 0},  // 1.7e-8 bytes
+      {"RBLN-CA12", "10GB", 10000000000},
+      {"RBLN-CA12", "10GiB", 10737418240},
+      {"RBLN-CA12", "16877879296", kCa12PerChiplet},
+      // RBLN-CR13: 4 chiplets of 37580963840 bytes.
+      {"RBLN-CR13", "0.8", 30064771072},
+      {"RBLN-CR13", "80%", 30064771072},
+      {"RBLN-CR13", "1", kCr13PerChiplet},
+      {"RBLN-CR13", "12.5%", 4697620480},
+      {"RBLN-CR13", "10GB", 2500000000},
+      {"RBLN-CR13", "10GiB", 2684354560},
+      {"RBLN-CR13", "10000000003", 2500000000},  // 2500000000.75
+      {"RBLN-CR13", "140GiB", kCr13PerChiplet},
+  };
+  for (const PerChipletCase& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.npu, " budget \"", c.budget, "\""));
+    absl::StatusOr<DeviceSpec> device = LookupDeviceSpec(c.npu);
+    ASSERT_TRUE(device.ok()) << device.status();
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(c.budget);
+    ASSERT_TRUE(budget.ok()) << budget.status();
+    absl::StatusOr<uint64_t> bytes = budget->PerChipletBytes(*device);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_EQ(*bytes, c.expected);
+  }
+}
+
+TEST(MemoryBudgetPerChipletTest, FractionsThatDoNotTerminateRoundDown) {
+  absl::StatusOr<DeviceSpec> device = LookupDeviceSpec("RBLN-CA12");
+  ASSERT_TRUE(device.ok());
+  absl::StatusOr<uint64_t> bytes =
+      MemoryBudget::Fraction(1, 3).PerChipletBytes(*device);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(*bytes, 5625959765u);  // 16877879296 / 3 = 5625959765.33
+}
+
+TEST(MemoryBudgetPerChipletTest, RefusesBytesAboveTheDevice) {
+  struct Case {
+    std::string npu;
+    std::string budget;
+    std::string budget_bytes;
+    std::string device_bytes;
+  };
+  const Case cases[] = {
+      {"RBLN-CA12", "16GiB", "17179869184 bytes (16.0 GiB)",
+       "16877879296 bytes (15.7 GiB)"},
+      {"RBLN-CR13", "141GiB", "151397597184 bytes (141.0 GiB)",
+       "150323855360 bytes (140.0 GiB)"},
+      {"RBLN-CR13", "150323855361", "150323855361 bytes", "150323855360 bytes"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.npu, " budget \"", c.budget, "\""));
+    absl::StatusOr<DeviceSpec> device = LookupDeviceSpec(c.npu);
+    ASSERT_TRUE(device.ok()) << device.status();
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(c.budget);
+    ASSERT_TRUE(budget.ok()) << budget.status();
+    absl::StatusOr<uint64_t> bytes = budget->PerChipletBytes(*device);
+    ASSERT_FALSE(bytes.ok());
+    EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(bytes.status().message(), HasSubstr(c.budget_bytes));
+    EXPECT_THAT(bytes.status().message(), HasSubstr(c.device_bytes));
+  }
+}
+
+TEST(MemoryBudgetToStringTest, FractionsPrintAsPercentagesAndRoundTrip) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"0.8", "80%"},
+      {"80%", "80%"},
+      {"1", "100%"},
+      {"100%", "100%"},
+      {"12.5%", "12.5%"},
+      {"0.125", "12.5%"},
+      {"0.333", "33.3%"},
+      {"0.000000000000000001", "0.0000000000000001%"},
+      {"0.123456789012345678", "12.3456789012345678%"},
+  };
+  for (const auto& [text, expected] : cases) {
+    SCOPED_TRACE(absl::StrCat("input \"", text, "\""));
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(text);
+    ASSERT_TRUE(budget.ok()) << budget.status();
+    EXPECT_EQ(budget->ToString(), expected);
+    absl::StatusOr<MemoryBudget> again = MemoryBudget::Parse(expected);
+    ASSERT_TRUE(again.ok()) << again.status();
+    ExpectSameBudget(*again, *budget);
+  }
+}
+
+TEST(MemoryBudgetToStringTest, NonTerminatingFractionsTruncate) {
+  EXPECT_EQ(MemoryBudget::Fraction(1, 3).ToString(), "33.3333333333333333%");
+  EXPECT_EQ(MemoryBudget::Fraction(2, 3).ToString(), "66.6666666666666666%");
+  EXPECT_EQ(MemoryBudget::Fraction(3, 8).ToString(), "37.5%");
+}
+
+TEST(MemoryBudgetToStringTest, BytesPrintAsAWholeCount) {
+  for (const char* text : {"10GB", "10737418240", "1.5TB"}) {
+    SCOPED_TRACE(absl::StrCat("input \"", text, "\""));
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(text);
+    ASSERT_TRUE(budget.ok()) << budget.status();
+    EXPECT_EQ(budget->ToString(), absl::StrCat(budget->bytes(), " bytes"));
+    // "<n> bytes" is not in the grammar; "<n>B" is its parseable twin.
+    absl::StatusOr<MemoryBudget> again =
+        MemoryBudget::Parse(absl::StrCat(budget->bytes(), "B"));
+    ASSERT_TRUE(again.ok()) << again.status();
+    ExpectSameBudget(*again, *budget);
+  }
+  EXPECT_EQ(MemoryBudget::Bytes(10000000000).ToString(), "10000000000 bytes");
+}
+
+}  // namespace
+}  // namespace rbln

@@ -1,0 +1,606 @@
+#include "core/rbln_config.h"
+
+#include <rapidjson/document.h>
+#include <rapidjson/encodings.h>
+#include <rapidjson/error/en.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/prettywriter.h>
+#include <rapidjson/reader.h>
+#include <rapidjson/stringbuffer.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "core/status_macros.h"
+
+namespace rbln {
+namespace {
+
+using rapidjson::Value;
+
+// NaN and Infinity are accepted because Python's json.dump writes them.
+constexpr unsigned kParseFlags =
+    rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNanAndInfFlag;
+
+constexpr char kNumBlocksKey[] = "kvcache_num_blocks";
+
+// A getter reads one JSON value as a T; `field` names it in messages.
+template <typename T>
+using Getter = absl::StatusOr<T> (*)(const Value& value,
+                                     const std::string& field,
+                                     absl::string_view path);
+
+std::string Describe(const Value& value) {
+  switch (value.GetType()) {
+    case rapidjson::kNullType:
+      return "null";
+    case rapidjson::kFalseType:
+      return "boolean false";
+    case rapidjson::kTrueType:
+      return "boolean true";
+    case rapidjson::kObjectType:
+      return "an object";
+    case rapidjson::kArrayType:
+      return "an array";
+    case rapidjson::kStringType: {
+      constexpr size_t kMaxShown = 64;
+      absl::string_view s(value.GetString(), value.GetStringLength());
+      return absl::StrCat("string \"", absl::CHexEscape(s.substr(0, kMaxShown)),
+                          s.size() > kMaxShown ? "\"..." : "\"");
+    }
+    case rapidjson::kNumberType:
+      if (value.IsInt64()) return absl::StrCat("number ", value.GetInt64());
+      if (value.IsUint64()) return absl::StrCat("number ", value.GetUint64());
+      return absl::StrCat("number ", value.GetDouble());
+  }
+  return "an unknown value";
+}
+
+absl::Status FieldError(absl::string_view field, absl::string_view path,
+                        absl::string_view what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("field '", field, "' in ", path, ": ", what));
+}
+
+absl::Status TypeError(absl::string_view field, absl::string_view path,
+                       absl::string_view expected, const Value& found) {
+  return FieldError(
+      field, path,
+      absl::StrCat("expected ", expected, ", found ", Describe(found)));
+}
+
+absl::StatusOr<uint64_t> GetPositiveInteger(const Value& value,
+                                            const std::string& field,
+                                            absl::string_view path) {
+  if (!value.IsUint64() || value.GetUint64() == 0) {
+    return TypeError(field, path, "a positive integer", value);
+  }
+  return value.GetUint64();
+}
+
+absl::StatusOr<int64_t> GetInteger(const Value& value, const std::string& field,
+                                   absl::string_view path) {
+  if (!value.IsInt64()) return TypeError(field, path, "an integer", value);
+  return value.GetInt64();
+}
+
+absl::StatusOr<uint32_t> GetDeviceCount(const Value& value,
+                                        const std::string& field,
+                                        absl::string_view path) {
+  if (!value.IsUint() || value.GetUint() == 0) {
+    return TypeError(field, path, "a positive 32-bit integer", value);
+  }
+  return value.GetUint();
+}
+
+absl::StatusOr<std::string> GetString(const Value& value,
+                                      const std::string& field,
+                                      absl::string_view path) {
+  if (!value.IsString()) return TypeError(field, path, "a string", value);
+  return std::string(value.GetString(), value.GetStringLength());
+}
+
+absl::StatusOr<bool> GetBool(const Value& value, const std::string& field,
+                             absl::string_view path) {
+  if (!value.IsBool()) return TypeError(field, path, "a boolean", value);
+  return value.GetBool();
+}
+
+absl::StatusOr<const Value*> GetObject(const Value& value,
+                                       const std::string& field,
+                                       absl::string_view path) {
+  if (!value.IsObject()) return TypeError(field, path, "an object", value);
+  return &value;
+}
+
+std::string MemberLabel(absl::string_view parent, absl::string_view key) {
+  return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
+}
+
+// The member `key` of `obj`, or nullptr when it is absent or null.
+const Value* FindNonNull(const Value& obj, const char* key) {
+  auto it = obj.FindMember(key);
+  if (it == obj.MemberEnd() || it->value.IsNull()) return nullptr;
+  return &it->value;
+}
+
+// Member `key` of `obj` (labelled `parent.key`) read by `get`; a missing
+// member is an error, a present null is a type error.
+template <typename T>
+absl::StatusOr<T> GetRequired(const Value& obj, absl::string_view parent,
+                              const char* key, absl::string_view path,
+                              Getter<T> get) {
+  std::string field = MemberLabel(parent, key);
+  auto it = obj.FindMember(key);
+  if (it == obj.MemberEnd()) return FieldError(field, path, "missing");
+  return get(it->value, field, path);
+}
+
+// Member `key` of `obj` read by `get`; nullopt when absent or null.
+template <typename T>
+absl::StatusOr<std::optional<T>> GetOptional(const Value& obj, const char* key,
+                                             absl::string_view path,
+                                             Getter<T> get) {
+  const Value* value = FindNonNull(obj, key);
+  if (value == nullptr) return std::optional<T>();
+  RBLN_ASSIGN_OR_RETURN(T result, get(*value, key, path));
+  return std::optional<T>(std::move(result));
+}
+
+// Elements of `array` read by `get`; empty when `array` is nullptr.
+template <typename T>
+absl::StatusOr<std::vector<T>> GetArray(const Value* array,
+                                        absl::string_view field,
+                                        absl::string_view path, Getter<T> get) {
+  std::vector<T> result;
+  if (array == nullptr) return result;
+  if (!array->IsArray()) return TypeError(field, path, "an array", *array);
+  for (rapidjson::SizeType i = 0; i < array->Size(); ++i) {
+    RBLN_ASSIGN_OR_RETURN(
+        T element, get((*array)[i], absl::StrCat(field, "[", i, "]"), path));
+    result.push_back(std::move(element));
+  }
+  return result;
+}
+
+absl::StatusOr<std::vector<int64_t>> GetShape(const Value& value,
+                                              const std::string& field,
+                                              absl::string_view path) {
+  return GetArray<int64_t>(&value, field, path, GetInteger);
+}
+
+absl::StatusOr<KvcacheMeta> GetKvcacheMeta(const Value& value,
+                                           const std::string& field,
+                                           absl::string_view path) {
+  if (!value.IsObject()) return TypeError(field, path, "an object", value);
+  KvcacheMeta meta;
+  RBLN_ASSIGN_OR_RETURN(meta.name,
+                        GetRequired(value, field, "name", path, GetString));
+  RBLN_ASSIGN_OR_RETURN(
+      meta.layer_index,
+      GetRequired(value, field, "layer_index", path, GetInteger));
+  RBLN_ASSIGN_OR_RETURN(meta.shape,
+                        GetRequired(value, field, "shape", path, GetShape));
+  RBLN_ASSIGN_OR_RETURN(meta.layer_type, GetRequired(value, field, "layer_type",
+                                                     path, GetString));
+  RBLN_ASSIGN_OR_RETURN(meta.is_auto,
+                        GetRequired(value, field, "is_auto", path, GetBool));
+  RBLN_ASSIGN_OR_RETURN(meta.dtype,
+                        GetRequired(value, field, "dtype", path, GetString));
+  return meta;
+}
+
+std::string Show(uint32_t value) { return absl::StrCat(value); }
+std::string Show(const std::string& value) {
+  return absl::StrCat("\"", absl::CHexEscape(value), "\"");
+}
+
+// A setting that may appear under several keys and in several places, e.g.
+// `_compile_cfgs[1].num_devices`.
+struct Candidate {
+  std::string field;
+  const Value* value;
+};
+
+void AddCandidates(const Value& obj, absl::string_view parent,
+                   std::initializer_list<const char*> keys,
+                   std::vector<Candidate>* out) {
+  for (const char* key : keys) {
+    if (const Value* value = FindNonNull(obj, key)) {
+      out->push_back({MemberLabel(parent, key), value});
+    }
+  }
+}
+
+// The value every candidate holds; nullopt when there is none.
+template <typename T>
+absl::StatusOr<std::optional<T>> Agree(const std::vector<Candidate>& candidates,
+                                       absl::string_view path, Getter<T> get) {
+  std::optional<T> agreed;
+  const Candidate* first = nullptr;
+  for (const Candidate& candidate : candidates) {
+    RBLN_ASSIGN_OR_RETURN(T value,
+                          get(*candidate.value, candidate.field, path));
+    if (first == nullptr) {
+      agreed = std::move(value);
+      first = &candidate;
+    } else if (value != *agreed) {
+      return FieldError(candidate.field, path,
+                        absl::StrCat(Show(value), " disagrees with '",
+                                     first->field, "' = ", Show(*agreed)));
+    }
+  }
+  return agreed;
+}
+
+// Resolves a setting from the top level (`keys` in order, which must agree),
+// else from the `_compile_cfgs` entries (which must agree).
+template <typename T>
+absl::StatusOr<std::optional<T>> ResolveSetting(
+    const Value& root, const std::vector<const Value*>& compile_cfgs,
+    std::initializer_list<const char*> keys, absl::string_view path,
+    Getter<T> get) {
+  std::vector<Candidate> top;
+  AddCandidates(root, "", keys, &top);
+  if (!top.empty()) return Agree(top, path, get);
+  std::vector<Candidate> nested;
+  for (size_t i = 0; i < compile_cfgs.size(); ++i) {
+    AddCandidates(*compile_cfgs[i], absl::StrCat("_compile_cfgs[", i, "]"),
+                  keys, &nested);
+  }
+  return Agree(nested, path, get);
+}
+
+// Parses `json` into `doc`, which must hold an object.
+absl::Status ParseJsonObject(absl::string_view json, absl::string_view path,
+                             rapidjson::Document* doc) {
+  // RapidJSON's input streams read NUL as end of input.
+  if (size_t nul = json.find('\0'); nul != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not valid JSON: NUL byte at offset ", nul));
+  }
+  doc->Parse<kParseFlags>(json.data(), json.size());
+  if (doc->HasParseError()) {
+    size_t offset = doc->GetErrorOffset();
+    absl::string_view before = json.substr(0, offset);
+    size_t line = 1 + std::count(before.begin(), before.end(), '\n');
+    size_t line_start = before.rfind('\n');
+    size_t column =
+        offset - (line_start == absl::string_view::npos ? 0 : line_start + 1) +
+        1;
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": not valid JSON: ", rapidjson::GetParseError_En(doc->GetParseError()),
+        " (offset ", offset, ", line ", line, ", column ", column, ")"));
+  }
+  if (!doc->IsObject()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": expected a JSON object at the top level, found ",
+                     Describe(*doc)));
+  }
+  return absl::OkStatus();
+}
+
+// Rejects configs whose kvcache_num_blocks we cannot address at the top
+// level: legacy ones and multimodal ones that keep the decoder in a submodule.
+absl::Status CheckDecoderAtTopLevel(const Value& root, absl::string_view path) {
+  if (root.HasMember("_meta")) {
+    return FieldError(
+        "_meta", path,
+        "legacy rbln_config.json from an old optimum-rbln; re-export "
+        "(recompile) the model with a current optimum-rbln");
+  }
+  if (root.HasMember(kNumBlocksKey)) return absl::OkStatus();
+  for (const auto& member : root.GetObject()) {
+    if (member.value.IsObject() && member.value.HasMember(kNumBlocksKey)) {
+      return absl::UnimplementedError(
+          absl::StrCat("field '", kNumBlocksKey, "' in ", path,
+                       ": artifact keeps its decoder under submodule '",
+                       absl::string_view(member.name.GetString(),
+                                         member.name.GetStringLength()),
+                       "'; submodules are not supported yet"));
+    }
+  }
+  return FieldError(kNumBlocksKey, path, "missing");
+}
+
+// Writes `s` as a JSON string literal the way Python's json.dump does with
+// ensure_ascii: \" \\ \b \f \n \r \t, every other byte outside 0x20..0x7e as
+// a lowercase \uXXXX escape (UTF-16 surrogate pairs above U+FFFF). RapidJSON's
+// own ASCII writer uses uppercase hex digits, which would change the bytes.
+std::string PythonQuote(absl::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "\"";
+  auto append_u = [&out](unsigned unit) {
+    out += "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4)
+      out += kHex[(unit >> shift) & 15];
+  };
+  rapidjson::MemoryStream in(s.data(), s.size());
+  while (in.Tell() < s.size()) {
+    unsigned c = 0;
+    // The reader validated the encoding (kParseValidateEncodingFlag).
+    rapidjson::UTF8<>::Decode(in, &c);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c >= 0x20 && c <= 0x7e) {
+          out += static_cast<char>(c);
+        } else if (c <= 0xffff) {
+          append_u(c);
+        } else {
+          c -= 0x10000;
+          append_u(0xd800 | (c >> 10));
+          append_u(0xdc00 | (c & 0x3ff));
+        }
+    }
+  }
+  out += '"';
+  return out;
+}
+
+using JsonWriter =
+    rapidjson::PrettyWriter<rapidjson::StringBuffer, rapidjson::UTF8<>,
+                            rapidjson::ASCII<>>;
+
+// SAX handler that copies every event to a writer, except the value of the
+// top-level `kvcache_num_blocks`, which it replaces (skipping all of it, should
+// it be an array or object). Numbers arrive as raw text
+// (kParseNumbersAsStringsFlag) and are written back unchanged with RawValue
+// (Writer::RawNumber would quote them).
+class NumBlocksRewriter
+    : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>,
+                                          NumBlocksRewriter> {
+ public:
+  NumBlocksRewriter(JsonWriter* writer, uint64_t num_blocks)
+      : writer_(writer), num_blocks_(num_blocks) {}
+
+  bool Null() {
+    return Scalar([&] { return writer_->Null(); });
+  }
+  bool Bool(bool b) {
+    return Scalar([&] { return writer_->Bool(b); });
+  }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool /*copy*/) {
+    return Scalar(
+        [&] { return writer_->RawValue(s, n, rapidjson::kNumberType); });
+  }
+  bool String(const char* s, rapidjson::SizeType n, bool /*copy*/) {
+    return Scalar([&] { return WriteString(s, n); });
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool /*copy*/) {
+    if (skip_depth_ > 0) return true;
+    replace_next_ = depth_ == 1 && absl::string_view(s, n) == kNumBlocksKey;
+    return WriteString(s, n);
+  }
+  bool StartObject() {
+    return Start([&] { return writer_->StartObject(); });
+  }
+  bool EndObject(rapidjson::SizeType n) {
+    return End([&] { return writer_->EndObject(n); });
+  }
+  bool StartArray() {
+    return Start([&] { return writer_->StartArray(); });
+  }
+  bool EndArray(rapidjson::SizeType n) {
+    return End([&] { return writer_->EndArray(n); });
+  }
+  // kParseNumbersAsStringsFlag routes every number to RawNumber, so the
+  // typed number events (which BaseReaderHandler sends here) never fire;
+  // should one fire, fail rather than drop it.
+  bool Default() { return false; }
+
+ private:
+  bool WriteString(const char* s, rapidjson::SizeType n) {
+    std::string quoted = PythonQuote(absl::string_view(s, n));
+    return writer_->RawValue(quoted.data(), quoted.size(),
+                             rapidjson::kStringType);
+  }
+
+  template <typename Forward>
+  bool Scalar(Forward forward) {
+    if (skip_depth_ > 0) return true;
+    if (replace_next_) return WriteReplacement();
+    return forward();
+  }
+
+  template <typename Forward>
+  bool Start(Forward forward) {
+    if (skip_depth_ > 0) {
+      ++skip_depth_;
+      return true;
+    }
+    if (replace_next_) {
+      skip_depth_ = 1;
+      return WriteReplacement();
+    }
+    ++depth_;
+    return forward();
+  }
+
+  template <typename Forward>
+  bool End(Forward forward) {
+    if (skip_depth_ > 0) {
+      --skip_depth_;
+      return true;
+    }
+    --depth_;
+    return forward();
+  }
+
+  bool WriteReplacement() {
+    replace_next_ = false;
+    return writer_->Uint64(num_blocks_);
+  }
+
+  JsonWriter* writer_;
+  uint64_t num_blocks_;
+  int depth_ = 0;       // open containers being copied
+  int skip_depth_ = 0;  // open containers inside the replaced value
+  bool replace_next_ = false;
+};
+
+}  // namespace
+
+uint64_t RblnConfig::NumFullBlocks() const {
+  if (kvcache_block_size == 0) return 0;
+  return max_seq_len / kvcache_block_size * batch_size;
+}
+
+uint64_t RblnConfig::NumMinBlocks() const {
+  if (attn_impl != "flash_attn") return batch_size;
+  if (kvcache_block_size == 0) return 0;
+  // min(L / S + 1, full) without overflowing L / S + 1.
+  uint64_t per_sequence = max_seq_len / kvcache_block_size;
+  uint64_t full = NumFullBlocks();
+  return per_sequence < full ? per_sequence + 1 : full;
+}
+
+absl::StatusOr<RblnConfig> ParseRblnConfig(absl::string_view json,
+                                           absl::string_view path) {
+  rapidjson::Document doc;
+  RBLN_RETURN_IF_ERROR(ParseJsonObject(json, path, &doc));
+  RBLN_RETURN_IF_ERROR(CheckDecoderAtTopLevel(doc, path));
+  const Value& root = doc;
+
+  RblnConfig config;
+  RBLN_ASSIGN_OR_RETURN(std::optional<std::string> cls_name,
+                        GetOptional(root, "cls_name", path, GetString));
+  config.cls_name = cls_name.value_or("");
+  RBLN_ASSIGN_OR_RETURN(
+      config.kvcache_num_blocks,
+      GetRequired(root, "", kNumBlocksKey, path, GetPositiveInteger));
+  RBLN_ASSIGN_OR_RETURN(
+      config.max_seq_len,
+      GetRequired(root, "", "max_seq_len", path, GetPositiveInteger));
+  RBLN_ASSIGN_OR_RETURN(
+      config.batch_size,
+      GetRequired(root, "", "batch_size", path, GetPositiveInteger));
+
+  RBLN_ASSIGN_OR_RETURN(
+      std::optional<uint64_t> partition_len,
+      GetOptional(root, "kvcache_partition_len", path, GetPositiveInteger));
+  RBLN_ASSIGN_OR_RETURN(std::optional<std::string> attn_impl,
+                        GetOptional(root, "attn_impl", path, GetString));
+  if (!attn_impl.has_value()) {
+    config.attn_impl = partition_len.has_value() ? "flash_attn" : "eager";
+  } else if (*attn_impl == "eager" || *attn_impl == "flash_attn") {
+    config.attn_impl = *attn_impl;
+  } else {
+    return TypeError("attn_impl", path, "\"eager\", \"flash_attn\" or null",
+                     root["attn_impl"]);
+  }
+
+  RBLN_ASSIGN_OR_RETURN(
+      std::optional<uint64_t> block_size,
+      GetOptional(root, "kvcache_block_size", path, GetPositiveInteger));
+  absl::string_view block_size_field = "kvcache_block_size";
+  if (!block_size.has_value() && config.attn_impl == "flash_attn") {
+    block_size = partition_len;
+    block_size_field = "kvcache_partition_len";
+  }
+  if (!block_size.has_value()) {
+    return FieldError("kvcache_block_size", path,
+                      config.attn_impl == "flash_attn"
+                          ? "missing, and so is kvcache_partition_len"
+                          : "missing");
+  }
+  config.kvcache_block_size = *block_size;
+  if (config.max_seq_len % config.kvcache_block_size != 0) {
+    return FieldError(
+        "max_seq_len", path,
+        absl::StrCat(config.max_seq_len,
+                     " is not a multiple of the block size ",
+                     config.kvcache_block_size, " (", block_size_field, ")"));
+  }
+  if (config.max_seq_len / config.kvcache_block_size >
+      std::numeric_limits<uint64_t>::max() / config.batch_size) {
+    return FieldError("batch_size", path,
+                      "max_seq_len / block size * batch_size overflows");
+  }
+
+  RBLN_ASSIGN_OR_RETURN(
+      config.kvcache_metas,
+      GetArray<KvcacheMeta>(FindNonNull(root, "kvcache_metas"), "kvcache_metas",
+                            path, GetKvcacheMeta));
+  RBLN_ASSIGN_OR_RETURN(config.phases,
+                        GetArray<std::string>(FindNonNull(root, "phases"),
+                                              "phases", path, GetString));
+  RBLN_ASSIGN_OR_RETURN(
+      config.decoder_batch_sizes,
+      GetArray<uint64_t>(FindNonNull(root, "decoder_batch_sizes"),
+                         "decoder_batch_sizes", path, GetPositiveInteger));
+
+  RBLN_ASSIGN_OR_RETURN(
+      std::vector<const Value*> compile_cfgs,
+      GetArray<const Value*>(FindNonNull(root, "_compile_cfgs"),
+                             "_compile_cfgs", path, GetObject));
+  RBLN_ASSIGN_OR_RETURN(std::optional<uint32_t> num_devices,
+                        ResolveSetting(root, compile_cfgs,
+                                       {"num_devices", "tensor_parallel_size"},
+                                       path, GetDeviceCount));
+  config.num_devices = num_devices.value_or(1);
+  RBLN_ASSIGN_OR_RETURN(
+      std::optional<std::string> npu,
+      ResolveSetting(root, compile_cfgs, {"npu"}, path, GetString));
+  config.npu = npu.value_or("");
+  return config;
+}
+
+absl::StatusOr<std::string> RewriteKvcacheNumBlocks(absl::string_view json,
+                                                    uint64_t num_blocks,
+                                                    absl::string_view path) {
+  {
+    rapidjson::Document doc;
+    RBLN_RETURN_IF_ERROR(ParseJsonObject(json, path, &doc));
+    RBLN_RETURN_IF_ERROR(CheckDecoderAtTopLevel(doc, path));
+  }
+  rapidjson::StringBuffer buffer;
+  JsonWriter writer(buffer);
+  writer.SetIndent(' ', 2);
+  NumBlocksRewriter rewriter(&writer, num_blocks);
+  rapidjson::Reader reader;
+  rapidjson::MemoryStream in(json.data(), json.size());
+  rapidjson::ParseResult result =
+      reader.Parse<kParseFlags | rapidjson::kParseNumbersAsStringsFlag>(
+          in, rewriter);
+  if (result.IsError() || !writer.IsComplete()) {
+    // The same text parsed above with the same flags.
+    return absl::InternalError(
+        absl::StrCat(path, ": rewriting failed after a successful parse: ",
+                     rapidjson::GetParseError_En(result.Code())));
+  }
+  std::string out(buffer.GetString(), buffer.GetSize());
+  if (!json.empty() && json.back() == '\n') out += '\n';
+  return out;
+}
+
+}  // namespace rbln

@@ -1,0 +1,195 @@
+#include "core/rescale.h"
+
+#include <limits>
+#include <memory>
+#include <utility>
+
+#include "absl/numeric/int128.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/status_macros.h"
+
+namespace rbln {
+namespace {
+
+std::string HumanBytes(uint64_t bytes) {
+  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+}
+
+// Copies the companion entry `name` of `from_dir` into `to_dir`, recursing
+// into directories.
+absl::Status CopyCompanion(Env* env, const std::string& from_dir,
+                           const std::string& to_dir, const std::string& name) {
+  const std::string from = JoinPath(from_dir, name);
+  const std::string to = JoinPath(to_dir, name);
+  RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(from));
+  switch (st.type) {
+    case FileType::kRegular:
+      return CopyFile(env, from, to);
+    case FileType::kDirectory: {
+      RBLN_RETURN_IF_ERROR(env->CreateDir(to));
+      RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env->ListDir(from));
+      for (const DirEntry& entry : entries) {
+        RBLN_RETURN_IF_ERROR(CopyCompanion(env, from, to, entry.name));
+      }
+      return absl::OkStatus();
+    }
+    default:
+      return absl::FailedPreconditionError(
+          absl::StrCat(from,
+                       " is a symbolic link or special file; artifacts may "
+                       "hold only regular files and directories"));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ContainerHeader> RescaleHeader(
+    const v1::ContainerHeader& header, uint64_t current, uint64_t target,
+    absl::string_view path) {
+  v1::ContainerHeader out = header;
+  for (v1::KvTensor& tensor : *out.mutable_kv_tensors()) {
+    if (!tensor.resizable()) continue;
+    for (v1::Placement& p : *tensor.mutable_placements()) {
+      if (p.bytes() % current != 0) {
+        return absl::DataLossError(absl::StrCat(
+            "corrupt artifact: KV tensor '", tensor.name(), "' in ", path,
+            " holds ", p.bytes(), " bytes on node ", p.node(), " chiplet ",
+            p.chiplet(), ", not a multiple of the current ", current,
+            " blocks"));
+      }
+      const absl::uint128 bytes = absl::uint128(p.bytes() / current) * target;
+      if (bytes > std::numeric_limits<uint64_t>::max()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(target, " blocks is too many: KV tensor '",
+                         tensor.name(), "' would exceed 2^64 bytes"));
+      }
+      p.set_bytes(static_cast<uint64_t>(bytes));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
+                                      const DeviceSpec& device) {
+  const RblnConfig& config = artifact.config();
+  const uint64_t min_blocks = config.NumMinBlocks();
+  if (target < min_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kvcache_num_blocks ", target, " is below the minimum ", min_blocks,
+        " for this artifact (",
+        config.attn_impl == "flash_attn"
+            ? absl::StrCat("flash_attn: min(max_seq_len / block_size + 1, "
+                           "full blocks) = min(",
+                           config.max_seq_len / config.kvcache_block_size + 1,
+                           ", ", config.NumFullBlocks(), ")")
+            : absl::StrCat("eager: one block per batch entry, batch_size ",
+                           config.batch_size),
+        "); choose at least ", min_blocks));
+  }
+
+  ResizePlan plan;
+  plan.current_num_blocks = artifact.current_num_blocks();
+  plan.target_num_blocks = target;
+  for (const ContainerFile& file : artifact.containers()) {
+    RBLN_ASSIGN_OR_RETURN(
+        v1::ContainerHeader header,
+        RescaleHeader(file.container.header, plan.current_num_blocks, target,
+                      JoinPath(artifact.dir(), file.file_name)));
+    plan.new_headers.push_back(std::move(header));
+  }
+  RBLN_ASSIGN_OR_RETURN(
+      plan.new_config_text,
+      RewriteKvcacheNumBlocks(artifact.config_text(), target,
+                              JoinPath(artifact.dir(), kRblnConfigFileName)));
+
+  if (target > artifact.compiled_num_blocks()) {
+    plan.warnings.push_back(absl::StrCat(
+        "kvcache_num_blocks ", target, " is above the compiled count ",
+        artifact.compiled_num_blocks(),
+        "; the runtime must be able to allocate the larger cache"));
+  }
+  if (target > config.NumFullBlocks()) {
+    plan.warnings.push_back(absl::StrCat(
+        "kvcache_num_blocks ", target, " is above the ", config.NumFullBlocks(),
+        " blocks that max_seq_len / block_size * batch_size can use; the "
+        "extra blocks only cost memory"));
+  }
+  if (artifact.chiplets_per_node() == device.chiplets_per_node) {
+    const MemoryModel model = BuildMemoryModel(artifact);
+    const uint64_t available = device.AvailablePerChiplet();
+    if (!Fits(model, available, target)) {
+      for (const BucketFit& b : DescribeBuckets(model, available, target)) {
+        if (b.headroom_bytes >= 0) continue;
+        plan.warnings.push_back(absl::StrCat(
+            "kvcache_num_blocks ", target, " does not fit the ", device.family,
+            " device: node ", b.node, " chiplet ", b.chiplet, " needs ",
+            HumanBytes(b.other_bytes + b.kv_bytes), " (other allocations ",
+            HumanBytes(b.other_bytes), " + KV cache ", HumanBytes(b.kv_bytes),
+            ") of ", HumanBytes(available), " available"));
+        break;
+      }
+    }
+  } else {
+    plan.warnings.push_back(absl::StrCat(
+        "cannot check the target against the device: the artifact has ",
+        artifact.chiplets_per_node(), " chiplet(s) per node, the ",
+        device.family, " device ", device.chiplets_per_node));
+  }
+  return plan;
+}
+
+absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
+                                const MemoryBudget& budget,
+                                const DeviceSpec& device) {
+  FitPlan result;
+  RBLN_ASSIGN_OR_RETURN(result.fit, FitMemoryBudget(artifact, budget, device));
+  const uint64_t min_blocks = artifact.config().NumMinBlocks();
+  if (result.fit.num_blocks < min_blocks) {
+    std::string limit;
+    if (result.fit.limiting_bucket >= 0) {
+      const BucketFit& b = result.fit.buckets[result.fit.limiting_bucket];
+      limit = absl::StrCat(" (node ", b.node, " chiplet ", b.chiplet, ": ",
+                           HumanBytes(b.budget_bytes), " budget, ",
+                           HumanBytes(b.other_bytes), " other allocations, ",
+                           HumanBytes(b.kv_bytes_per_block), " per KV block)");
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("memory budget ", budget.ToString(), " fits only ",
+                     result.fit.num_blocks, " KV-cache block(s)", limit,
+                     ", below the minimum ", min_blocks, "; raise the budget"));
+  }
+  RBLN_ASSIGN_OR_RETURN(result.plan,
+                        PlanResize(artifact, result.fit.num_blocks, device));
+  return result;
+}
+
+absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
+                                  const ResizePlan& plan,
+                                  const std::string& out_dir) {
+  const std::vector<ContainerFile>& containers = artifact.containers();
+  if (plan.new_headers.size() != containers.size()) {
+    return absl::InvalidArgumentError(
+        "resize plan does not match the artifact's containers");
+  }
+  for (size_t i = 0; i < containers.size(); ++i) {
+    RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> src,
+                          env->NewRandomAccessFile(JoinPath(
+                              artifact.dir(), containers[i].file_name)));
+    RBLN_ASSIGN_OR_RETURN(
+        std::unique_ptr<WritableFile> out,
+        env->NewWritableFile(JoinPath(out_dir, containers[i].file_name)));
+    RBLN_RETURN_IF_ERROR(WriteContainerWithHeader(*src, containers[i].container,
+                                                  plan.new_headers[i], *out));
+    RBLN_RETURN_IF_ERROR(out->Sync());
+    RBLN_RETURN_IF_ERROR(out->Close());
+  }
+  RBLN_RETURN_IF_ERROR(WriteStringToNewFile(
+      env, JoinPath(out_dir, kRblnConfigFileName), plan.new_config_text));
+  for (const std::string& name : artifact.companion_files()) {
+    RBLN_RETURN_IF_ERROR(CopyCompanion(env, artifact.dir(), out_dir, name));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rbln
