@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -72,12 +73,47 @@ uint64_t Xxh64(absl::string_view bytes) {
 struct Xxh64StateDeleter {
   void operator()(XXH64_state_t* state) const { XXH64_freeState(state); }
 };
-using Xxh64State = std::unique_ptr<XXH64_state_t, Xxh64StateDeleter>;
 
-Xxh64State NewXxh64State() {
-  Xxh64State state(XXH64_createState());
-  if (state != nullptr) XXH64_reset(state.get(), 0);
-  return state;
+// Produces (reads or generates) the chunk of `segment` that starts at
+// `offset_in_segment` into `chunk`.
+using ChunkVisitor = std::function<absl::Status(
+    const v1::PayloadSegment& segment, uint64_t offset_in_segment,
+    absl::Span<char> chunk)>;
+
+// The XXH64 of every segment, computed over chunks that `visit` produces in
+// one reused buffer of at most kChunkSize bytes, so memory stays flat
+// whatever the payload's size. Segments are visited in order, chunks in
+// order within a segment.
+absl::StatusOr<std::vector<uint64_t>> HashSegmentsInChunks(
+    const std::string& path,
+    const google::protobuf::RepeatedPtrField<v1::PayloadSegment>& segments,
+    const ChunkVisitor& visit) {
+  uint64_t largest = 0;
+  for (const v1::PayloadSegment& segment : segments) {
+    largest = std::max(largest, segment.length());
+  }
+  std::string buffer(
+      static_cast<size_t>(std::min<uint64_t>(largest, kChunkSize)), '\0');
+  std::unique_ptr<XXH64_state_t, Xxh64StateDeleter> state(XXH64_createState());
+  if (state == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path, ": cannot allocate an XXH64 state"));
+  }
+  std::vector<uint64_t> digests;
+  digests.reserve(segments.size());
+  for (const v1::PayloadSegment& segment : segments) {
+    XXH64_reset(state.get(), 0);
+    for (uint64_t done = 0; done < segment.length();) {
+      absl::Span<char> chunk(buffer.data(),
+                             static_cast<size_t>(std::min<uint64_t>(
+                                 segment.length() - done, buffer.size())));
+      RBLN_RETURN_IF_ERROR(visit(segment, done, chunk));
+      XXH64_update(state.get(), chunk.data(), chunk.size());
+      done += chunk.size();
+    }
+    digests.push_back(XXH64_digest(state.get()));
+  }
+  return digests;
 }
 
 uint64_t RoundUp(uint64_t value, uint64_t alignment) {
@@ -412,42 +448,31 @@ absl::StatusOr<Container> ReadContainer(const RandomAccessFile& file) {
 absl::Status VerifyPayload(const RandomAccessFile& file,
                            const Container& container) {
   const std::string& path = file.path();
-  const Preamble& p = container.preamble;
-  uint64_t largest = 0;
-  for (const v1::PayloadSegment& segment : container.header.segments()) {
-    largest = std::max(largest, segment.length());
-  }
-  std::string buffer(
-      static_cast<size_t>(std::min<uint64_t>(largest, kChunkSize)), '\0');
-  Xxh64State state = NewXxh64State();
-  if (state == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(path, ": cannot allocate an XXH64 state"));
-  }
-  for (const v1::PayloadSegment& segment : container.header.segments()) {
-    XXH64_reset(state.get(), 0);
-    const uint64_t start = p.payload_offset + segment.offset();
-    for (uint64_t done = 0; done < segment.length();) {
-      const size_t want = static_cast<size_t>(
-          std::min<uint64_t>(segment.length() - done, buffer.size()));
-      RBLN_ASSIGN_OR_RETURN(
-          size_t got,
-          file.ReadAt(start + done, absl::MakeSpan(buffer.data(), want)));
-      if (got != want) {
-        return absl::DataLossError(
-            absl::StrCat(path, ": truncated payload: segment '", segment.name(),
-                         "' ends at offset ", start + segment.length(),
-                         ", the file ends at ", start + done + got));
-      }
-      XXH64_update(state.get(), buffer.data(), got);
-      done += got;
-    }
-    const uint64_t actual = XXH64_digest(state.get());
-    if (actual != segment.xxh64()) {
-      return absl::DataLossError(
-          absl::StrCat(path, ": payload segment '", segment.name(),
-                       "' checksum mismatch (stored ", HexU64(segment.xxh64()),
-                       ", computed ", HexU64(actual), ")"));
+  const uint64_t payload_offset = container.preamble.payload_offset;
+  const auto& segments = container.header.segments();
+  RBLN_ASSIGN_OR_RETURN(
+      std::vector<uint64_t> digests,
+      HashSegmentsInChunks(
+          path, segments,
+          [&](const v1::PayloadSegment& segment, uint64_t offset,
+              absl::Span<char> chunk) -> absl::Status {
+            const uint64_t at = payload_offset + segment.offset() + offset;
+            RBLN_ASSIGN_OR_RETURN(size_t got, file.ReadAt(at, chunk));
+            if (got != chunk.size()) {
+              return absl::DataLossError(absl::StrCat(
+                  path, ": truncated payload: segment '", segment.name(),
+                  "' ends at offset ",
+                  payload_offset + segment.offset() + segment.length(),
+                  ", the file ends at ", at + got));
+            }
+            return absl::OkStatus();
+          }));
+  for (int i = 0; i < segments.size(); ++i) {
+    if (digests[i] != segments[i].xxh64()) {
+      return absl::DataLossError(absl::StrCat(
+          path, ": payload segment '", segments[i].name(),
+          "' checksum mismatch (stored ", HexU64(segments[i].xxh64()),
+          ", computed ", HexU64(digests[i]), ")"));
     }
   }
   return absl::OkStatus();
@@ -478,33 +503,22 @@ absl::Status WriteNewContainer(WritableFile& out, v1::ContainerHeader header,
                         SerializeHeader(path, header));
   const ContainerLayout layout = LayoutForHeader(longest_header.size());
 
-  uint64_t largest = 0;
-  for (const v1::PayloadSegment& segment : header.segments()) {
-    largest = std::max(largest, segment.length());
-  }
-  std::string buffer(
-      static_cast<size_t>(std::min<uint64_t>(largest, kChunkSize)), '\0');
-  Xxh64State state = NewXxh64State();
-  if (state == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(path, ": cannot allocate an XXH64 state"));
-  }
   uint64_t written_end = 0;
-  for (v1::PayloadSegment& segment : *header.mutable_segments()) {
-    XXH64_reset(state.get(), 0);
-    const uint64_t start = layout.payload_offset + segment.offset();
-    for (uint64_t done = 0; done < segment.length();) {
-      const size_t n = static_cast<size_t>(
-          std::min<uint64_t>(segment.length() - done, buffer.size()));
-      absl::Span<char> chunk(buffer.data(), n);
-      fill(segment, done, chunk);
-      XXH64_update(state.get(), chunk.data(), n);
-      RBLN_RETURN_IF_ERROR(
-          out.WriteAt(start + done, absl::string_view(chunk.data(), n)));
-      done += n;
-      written_end = start + done;
-    }
-    segment.set_xxh64(XXH64_digest(state.get()));
+  RBLN_ASSIGN_OR_RETURN(
+      std::vector<uint64_t> digests,
+      HashSegmentsInChunks(
+          path, header.segments(),
+          [&](const v1::PayloadSegment& segment, uint64_t offset,
+              absl::Span<char> chunk) -> absl::Status {
+            fill(segment, offset, chunk);
+            const uint64_t at =
+                layout.payload_offset + segment.offset() + offset;
+            written_end = at + chunk.size();
+            return out.WriteAt(at,
+                               absl::string_view(chunk.data(), chunk.size()));
+          }));
+  for (int i = 0; i < header.segments_size(); ++i) {
+    header.mutable_segments(i)->set_xxh64(digests[i]);
   }
 
   RBLN_ASSIGN_OR_RETURN(std::string header_bytes,

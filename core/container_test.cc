@@ -266,36 +266,85 @@ TEST_F(ContainerTest, RoundTripKeepsHeaderAndPayload) {
   EXPECT_TRUE(VerifyContainerFile(good_path_).ok());
 }
 
-// The hex dump of this preamble is the worked example in
-// docs/rbln-container.md; the two must stay the same.
-TEST(EncodePreambleTest, MatchesTheDocumentedExample) {
-  Preamble preamble;
-  preamble.header_offset = 128;
-  preamble.header_length = 0x0312;
-  preamble.header_capacity = 0x1F80;
-  preamble.payload_offset = 0x2000;
-  preamble.payload_length = 0x4000;
-  preamble.header_xxh64 = 0x0123456789ABCDEFull;
-  const std::string raw = EncodePreamble(preamble);
-  ASSERT_EQ(raw.size(), kPreambleSize);
-  const std::string expected_front = std::string(
-      "\x89RBL\r\n\x1a\n"
-      "\x01\x00\x00\x00\x00\x00\x00\x00"
-      "\x80\x00\x00\x00\x00\x00\x00\x00"
-      "\x12\x03\x00\x00\x00\x00\x00\x00"
-      "\x80\x1f\x00\x00\x00\x00\x00\x00"
-      "\x00\x20\x00\x00\x00\x00\x00\x00"
-      "\x00\x40\x00\x00\x00\x00\x00\x00"
-      "\xef\xcd\xab\x89\x67\x45\x23\x01",
-      64);
-  EXPECT_EQ(raw.substr(0, 64), expected_front);
-  EXPECT_EQ(raw.substr(64, 56), std::string(56, '\0'));
-  uint64_t stored = 0;
-  for (int i = 7; i >= 0; --i) {
-    stored = (stored << 8) | static_cast<uint8_t>(raw[120 + i]);
+std::string FromHex(absl::string_view hex) {
+  std::string bytes;
+  int high = -1;
+  for (char c : hex) {
+    if (c == ' ' || c == '\n') continue;
+    const int nibble = c <= '9' ? c - '0' : c - 'a' + 10;
+    if (high < 0) {
+      high = nibble;
+    } else {
+      bytes.push_back(static_cast<char>(high << 4 | nibble));
+      high = -1;
+    }
   }
-  EXPECT_EQ(stored, XXH64(raw.data(), 120, 0));
-  EXPECT_EQ(stored, 0xA719E662A3D88BBAull) << std::hex << stored;
+  return bytes;
+}
+
+// The worked example of docs/rbln-container.md (section 11), byte for byte:
+// if this test changes, the page must change with it.
+TEST(DocumentedExampleTest, WriterProducesTheDocumentedBytes) {
+  v1::ContainerHeader header;
+  header.set_compiled_model_name("prefill");
+  header.set_npu("RBLN-CA12");
+  header.set_num_nodes(1);
+  header.set_chiplets_per_node(1);
+  v1::Allocation* weights = header.add_allocations();
+  weights->set_key("weights");
+  weights->add_placements()->set_bytes(4096);
+  v1::KvTensor* tensor = header.add_kv_tensors();
+  tensor->set_name("key_cache_0");
+  tensor->set_resizable(true);
+  tensor->add_placements()->set_bytes(16384);
+  header.add_segments()->set_name("program");
+  header.mutable_segments(0)->set_length(16);
+  header.mutable_kv_resize()->set_compiled_num_blocks(8);
+  const absl::string_view payload = "example payload\n";
+
+  TempDir dir;
+  const std::string path = dir.Join("prefill.rbln");
+  ASSERT_TRUE(WriteContainerFile(path, header,
+                                 [&](const v1::PayloadSegment&, uint64_t offset,
+                                     absl::Span<char> out) {
+                                   payload.copy(out.data(), out.size(), offset);
+                                 })
+                  .ok());
+
+  const std::string preamble = FromHex(R"(
+      89 52 42 4c 0d 0a 1a 0a  01 00 00 00 00 00 00 00
+      80 00 00 00 00 00 00 00  5b 00 00 00 00 00 00 00
+      80 1f 00 00 00 00 00 00  00 20 00 00 00 00 00 00
+      10 00 00 00 00 00 00 00  09 02 86 34 1b af 86 77
+      00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00
+      00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00
+      00 00 00 00 00 00 00 00  00 00 00 00 00 00 00 00
+      00 00 00 00 00 00 00 00  d9 18 7a 76 15 39 44 73)");
+  const std::string header_bytes = FromHex(R"(
+      0a 07 70 72 65 66 69 6c 6c
+      12 09 52 42 4c 4e 2d 43 41 31 32
+      18 01
+      20 01
+      2a 0e
+         0a 07 77 65 69 67 68 74 73
+         12 03 18 80 20
+      32 15
+         0a 0b 6b 65 79 5f 63 61 63 68 65 5f 30
+         18 01
+         22 04 18 80 80 01
+      3a 16
+         0a 07 70 72 6f 67 72 61 6d
+         18 10
+         20 a6 d4 c8 e5 db da e6 92 a7 01
+      42 02 08 08)");
+  ASSERT_EQ(preamble.size(), kPreambleSize);
+  ASSERT_EQ(header_bytes.size(), 91u);
+  const std::string expected = absl::StrCat(
+      preamble, header_bytes,
+      std::string(8192 - kPreambleSize - header_bytes.size(), '\0'), payload);
+  EXPECT_EQ(ReadFileOrDie(path), expected);
+  EXPECT_EQ(XXH64(payload.data(), payload.size(), 0), 0xa7259ad5bcb22a26u);
+  EXPECT_EQ(XXH64("", 0, 0), 0xef46db3751d8e999u);
 }
 
 TEST(LayoutForHeaderTest, LeavesRoomToDoubleAndAlignsThePayload) {

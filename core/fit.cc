@@ -34,8 +34,7 @@ absl::uint128 KvBytesExact(const MemoryBucket& bucket, uint64_t num_blocks) {
 
 bool BucketFits(const MemoryBucket& bucket, uint64_t budget_per_chiplet,
                 uint64_t num_blocks) {
-  return absl::uint128(bucket.other_bytes) +
-             KvBytesExact(bucket, num_blocks) <=
+  return absl::uint128(bucket.other_bytes) + KvBytesExact(bucket, num_blocks) <=
          budget_per_chiplet;
 }
 

@@ -98,7 +98,12 @@ std::map<std::string, uint64_t> HashTree(const std::string& dir) {
 
 std::string BinaryPath(absl::string_view name) {
   const char* dir = getenv("RBLN_BIN_DIR");
-  return absl::StrCat(dir != nullptr ? dir : ".", "/", name);
+  if (dir != nullptr && *dir != '\0') return absl::StrCat(dir, "/", name);
+  // Run by hand: the binaries sit beside the test binary (build/bin).
+  std::error_code ec;
+  const std::filesystem::path self =
+      std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path() / std::string(name)).string();
 }
 
 int RunCommand(const std::string& command, std::string* output) {

@@ -36,7 +36,7 @@ uint64_t HashFile(const std::string& path);
 // symlinks and directories are listed with a hash of their kind/target.
 std::map<std::string, uint64_t> HashTree(const std::string& dir);
 
-// $RBLN_BIN_DIR/name: the built binaries (set by ctest).
+// $RBLN_BIN_DIR/name (set by ctest), else beside the running test binary.
 std::string BinaryPath(absl::string_view name);
 // Runs a shell command; returns its exit status (or -1) and its stdout and
 // stderr combined in `output`.
