@@ -74,10 +74,12 @@ struct FileStat {
   uint64_t nlink;
 };
 
-// A lock held on an open file (flock). Released by Env::UnlockFile.
+// An flock held on an open file; released when destroyed.
 class FileLock {
  public:
   virtual ~FileLock() = default;
+  // Replaces the locked file's contents (e.g. with the holder's pid).
+  virtual absl::Status WriteContents(absl::string_view contents) = 0;
 };
 
 class Env {
@@ -196,7 +198,8 @@ std::string JoinPath(absl::string_view dir, absl::string_view name);
 absl::Status WriteStringToNewFile(Env* env, const std::string& path,
                                   absl::string_view data);
 
-// Removes `path` and everything below it (does not follow symlinks).
+// Removes `path` and everything below it (does not follow symlinks). Goes on
+// past errors, removing what it can, and returns the first error.
 absl::Status RemoveTree(Env* env, const std::string& path);
 
 // Copies a regular file's bytes into a new file at `to` (kernel-side copy),

@@ -203,10 +203,20 @@ class PosixWritableFile : public WritableFile {
 
 class PosixFileLock : public FileLock {
  public:
-  explicit PosixFileLock(int fd) : fd_(fd) {}
+  PosixFileLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   ~PosixFileLock() override { close(fd_); }  // closing releases the flock
 
+  absl::Status WriteContents(absl::string_view contents) override {
+    if (ftruncate(fd_, 0) != 0) return ErrnoStatus("truncate", path_, errno);
+    if (pwrite(fd_, contents.data(), contents.size(), 0) !=
+        static_cast<ssize_t>(contents.size())) {
+      return ErrnoStatus("write", path_, errno);
+    }
+    return absl::OkStatus();
+  }
+
  private:
+  std::string path_;
   int fd_;
 };
 
@@ -368,7 +378,7 @@ class PosixEnv : public Env {
       close(fd);
       return ErrnoStatus("lock", path, err);
     }
-    return std::make_unique<PosixFileLock>(fd);
+    return std::make_unique<PosixFileLock>(path, fd);
   }
 };
 
@@ -398,10 +408,12 @@ absl::Status RemoveTree(Env* env, const std::string& path) {
   RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(path));
   if (st.type != FileType::kDirectory) return env->RemoveFile(path);
   RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env->ListDir(path));
+  absl::Status first;
   for (const DirEntry& entry : entries) {
-    RBLN_RETURN_IF_ERROR(RemoveTree(env, JoinPath(path, entry.name)));
+    first.Update(RemoveTree(env, JoinPath(path, entry.name)));
   }
-  return env->RemoveDir(path);
+  first.Update(env->RemoveDir(path));
+  return first;
 }
 
 absl::Status CopyFile(Env* env, const std::string& from,

@@ -16,23 +16,25 @@ std::string HumanBytes(uint64_t bytes) {
   return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
 }
 
-// Copies the companion entry `name` of `from_dir` into `to_dir`, recursing
-// into directories.
+// Copies (or links) the companion entry `name` of `from_dir` into `to_dir`,
+// recursing into directories, which are fsynced.
 absl::Status CopyCompanion(Env* env, const std::string& from_dir,
-                           const std::string& to_dir, const std::string& name) {
+                           const std::string& to_dir, const std::string& name,
+                           bool link) {
   const std::string from = JoinPath(from_dir, name);
   const std::string to = JoinPath(to_dir, name);
   RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(from));
   switch (st.type) {
     case FileType::kRegular:
+      if (link && env->Link(from, to).ok()) return absl::OkStatus();
       return CopyFile(env, from, to);
     case FileType::kDirectory: {
       RBLN_RETURN_IF_ERROR(env->CreateDir(to));
       RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env->ListDir(from));
       for (const DirEntry& entry : entries) {
-        RBLN_RETURN_IF_ERROR(CopyCompanion(env, from, to, entry.name));
+        RBLN_RETURN_IF_ERROR(CopyCompanion(env, from, to, entry.name, link));
       }
-      return absl::OkStatus();
+      return env->SyncDir(to);
     }
     default:
       return absl::FailedPreconditionError(
@@ -166,7 +168,8 @@ absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
 
 absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
                                   const ResizePlan& plan,
-                                  const std::string& out_dir) {
+                                  const std::string& out_dir,
+                                  const WriteResizedOptions& options) {
   const std::vector<ContainerFile>& containers = artifact.containers();
   if (plan.new_headers.size() != containers.size()) {
     return absl::InvalidArgumentError(
@@ -187,9 +190,10 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
   RBLN_RETURN_IF_ERROR(WriteStringToNewFile(
       env, JoinPath(out_dir, kRblnConfigFileName), plan.new_config_text));
   for (const std::string& name : artifact.companion_files()) {
-    RBLN_RETURN_IF_ERROR(CopyCompanion(env, artifact.dir(), out_dir, name));
+    RBLN_RETURN_IF_ERROR(CopyCompanion(env, artifact.dir(), out_dir, name,
+                                       options.link_companions));
   }
-  return absl::OkStatus();
+  return env->SyncDir(out_dir);
 }
 
 }  // namespace rbln

@@ -65,14 +65,22 @@ absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
                                 const MemoryBudget& budget,
                                 const DeviceSpec& device);
 
+struct WriteResizedOptions {
+  // Hard-link companion files instead of copying them (falling back to a
+  // copy where linking fails, e.g. across file systems). Safe because no
+  // file of an artifact is ever modified in place.
+  bool link_companions = false;
+};
+
 // Writes the resized artifact into `out_dir`, an existing empty directory:
 // each container with its new header (payload copied inside the kernel),
-// the new rbln_config.json, and a copy of every companion file and directory
-// (symbolic links are refused). Files are synced; the directory is not (the
-// commit engine does that). On error the caller removes `out_dir`.
+// the new rbln_config.json, and every companion file and directory (symbolic
+// links are refused). Everything written, `out_dir` included, is fsynced
+// when this returns OK. On error the caller removes `out_dir`.
 absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
                                   const ResizePlan& plan,
-                                  const std::string& out_dir);
+                                  const std::string& out_dir,
+                                  const WriteResizedOptions& options = {});
 
 }  // namespace rbln
 

@@ -1,0 +1,497 @@
+#include "core/store.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "core/rescale.h"
+#include "core/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace rbln {
+namespace {
+
+constexpr absl::string_view kStagingInfix = ".staging-";
+constexpr size_t kStagingRandomDigits = 16;
+
+std::string Dirname(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? "."
+                                          : std::string(path.substr(0, slash));
+}
+
+std::string Basename(absl::string_view path) {
+  const size_t slash = path.rfind('/');
+  return std::string(slash == absl::string_view::npos ? path
+                                                      : path.substr(slash + 1));
+}
+
+// True when `a` is `b` or lies below it, component-wise.
+bool IsWithin(absl::string_view a, absl::string_view b) {
+  return a == b || (absl::StartsWith(a, b) && a[b.size()] == '/');
+}
+
+bool IsArtifactDir(Env* env, const std::string& path) {
+  absl::StatusOr<FileStat> st = env->Stat(JoinPath(path, kRblnConfigFileName));
+  return st.ok() && st->type == FileType::kRegular;
+}
+
+// Removes a staging tree; a second pass covers a transient failure. What
+// still remains is logged and left for the next start's recovery.
+void RemoveStaging(Env* env, const std::string& path) {
+  absl::Status status = RemoveTree(env, path);
+  if (!status.ok() && !absl::IsNotFound(status)) {
+    status = RemoveTree(env, path);
+  }
+  if (!status.ok() && !absl::IsNotFound(status)) {
+    spdlog::warn(
+        "could not remove staging directory {}: {}; it is removed "
+        "when the store is next opened",
+        path, status.ToString());
+  }
+}
+
+}  // namespace
+
+std::string StagingNameFor(absl::string_view name) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string suffix(kStagingRandomDigits, '0');
+  uint64_t bits = rng();
+  for (char& c : suffix) {
+    c = kHex[bits & 0xf];
+    bits >>= 4;
+  }
+  return absl::StrCat(".", name, kStagingInfix, suffix);
+}
+
+std::optional<std::string> StagedArtifactName(absl::string_view entry) {
+  if (!absl::ConsumePrefix(&entry, ".")) return std::nullopt;
+  if (entry.size() <= kStagingInfix.size() + kStagingRandomDigits) {
+    return std::nullopt;
+  }
+  const absl::string_view digits =
+      entry.substr(entry.size() - kStagingRandomDigits);
+  for (char c : digits) {
+    if (!absl::ascii_isdigit(c) && !(c >= 'a' && c <= 'f')) return std::nullopt;
+  }
+  entry.remove_suffix(kStagingRandomDigits);
+  if (!absl::ConsumeSuffix(&entry, kStagingInfix) || entry.empty()) {
+    return std::nullopt;
+  }
+  return std::string(entry);
+}
+
+struct ArtifactStore::LockEntry {
+  // Held by a writer for its whole transaction.
+  absl::Mutex writer;
+  // Shared by readers; exclusive only for the instant of an exchange.
+  absl::Mutex rw;
+};
+
+// The in-process writer mutexes and cross-process flocks of one write's
+// artifacts, taken in name order so that two writers never deadlock.
+class ArtifactStore::WriterLease {
+ public:
+  static absl::StatusOr<std::unique_ptr<WriterLease>> Acquire(
+      ArtifactStore* store, std::vector<std::string> names) {
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    auto lease = std::unique_ptr<WriterLease>(new WriterLease());
+    for (const std::string& name : names) {
+      std::shared_ptr<LockEntry> entry = store->Entry(name);
+      entry->writer.Lock();
+      lease->entries_.push_back(std::move(entry));
+      absl::StatusOr<std::unique_ptr<FileLock>> flock =
+          store->env_->LockFile(store->LockFilePath(name), /*exclusive=*/true,
+                                store->options_.wait_for_artifact_locks);
+      if (!flock.ok()) {
+        return absl::UnavailableError(absl::StrCat(
+            "artifact ", name,
+            " is being changed by another process (a maintenance tool?); "
+            "try again later: ",
+            flock.status().message()));
+      }
+      lease->flocks_.push_back(*std::move(flock));
+    }
+    return lease;
+  }
+
+  ~WriterLease() {
+    flocks_.clear();
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+      (*it)->writer.Unlock();
+    }
+  }
+
+ private:
+  WriterLease() = default;
+  std::vector<std::shared_ptr<LockEntry>> entries_;
+  std::vector<std::unique_ptr<FileLock>> flocks_;
+};
+
+ArtifactStore::ArtifactStore(Env* env, std::string root, StoreOptions options)
+    : env_(env), root_(std::move(root)), options_(std::move(options)) {}
+
+ArtifactStore::~ArtifactStore() = default;
+
+absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(
+    Env* env, const std::string& root, StoreOptions options) {
+  char* resolved = realpath(root.c_str(), nullptr);
+  if (resolved == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("artifact store ", root, " does not exist"));
+  }
+  std::string canonical_root = resolved;
+  free(resolved);
+  RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(canonical_root));
+  if (st.type != FileType::kDirectory) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("artifact store ", root, " is not a directory"));
+  }
+  auto store = std::unique_ptr<ArtifactStore>(
+      new ArtifactStore(env, canonical_root, std::move(options)));
+
+  const std::string state_dir = JoinPath(canonical_root, kStateDirName);
+  for (const std::string& dir : {state_dir, JoinPath(state_dir, "locks")}) {
+    absl::Status made = env->CreateDir(dir);
+    if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
+  }
+  const std::string lock_path = JoinPath(state_dir, "LOCK");
+  absl::StatusOr<std::unique_ptr<FileLock>> lock =
+      env->LockFile(lock_path, /*exclusive=*/true, /*wait=*/false);
+  if (absl::IsUnavailable(lock.status())) {
+    absl::StatusOr<std::string> holder = env->ReadFileToString(lock_path, 64);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "artifact store ", canonical_root,
+        " is in use by another process (pid ",
+        holder.ok() ? absl::StripAsciiWhitespace(*holder) : "unknown", ", per ",
+        lock_path, "); stop it or choose another store"));
+  }
+  RBLN_RETURN_IF_ERROR(lock.status());
+  store->store_lock_ = *std::move(lock);
+  RBLN_RETURN_IF_ERROR(
+      store->store_lock_->WriteContents(absl::StrCat(getpid(), "\n")));
+  RBLN_RETURN_IF_ERROR(store->RemoveDebris(""));
+  return store;
+}
+
+absl::Status ArtifactStore::RemoveDebris(const std::string& rel_dir) {
+  RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries,
+                        env_->ListDir(PathOf(rel_dir)));
+  for (const DirEntry& entry : entries) {
+    if (entry.type != FileType::kDirectory) continue;
+    const std::string rel =
+        rel_dir.empty() ? entry.name : JoinPath(rel_dir, entry.name);
+    std::optional<std::string> owner = StagedArtifactName(entry.name);
+    if (owner.has_value()) {
+      const std::string artifact =
+          rel_dir.empty() ? *owner : JoinPath(rel_dir, *owner);
+      // A staging directory whose artifact is locked belongs to a live
+      // writer in another process: not debris.
+      absl::StatusOr<std::unique_ptr<FileLock>> busy =
+          env_->LockFile(LockFilePath(artifact), true, /*wait=*/false);
+      if (!busy.ok()) continue;
+      spdlog::warn(
+          "recovery: removing staging directory {} left by an "
+          "interrupted commit of {}",
+          PathOf(rel), artifact);
+      RemoveStaging(env_, PathOf(rel));
+      recovered_.push_back(rel);
+      continue;
+    }
+    if (absl::StartsWith(entry.name, ".")) continue;
+    if (IsArtifactDir(env_, PathOf(rel))) continue;
+    RBLN_RETURN_IF_ERROR(RemoveDebris(rel));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ArtifactStore::CanonicalName(
+    absl::string_view name) const {
+  if (name.find('\0') != absl::string_view::npos) {
+    return absl::InvalidArgumentError("artifact name contains a NUL byte");
+  }
+  if (name.empty()) {
+    return absl::InvalidArgumentError(
+        "no artifact named: give a directory inside the store");
+  }
+  absl::string_view rel = name;
+  if (absl::StartsWith(name, "/")) {
+    if (!IsWithin(name, root_)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          name, " is outside the artifact store ", root_,
+          "; only artifacts inside the store can be read or changed"));
+    }
+    rel = name.substr(root_.size());
+  }
+  std::vector<std::string> parts;
+  for (absl::string_view part : absl::StrSplit(rel, '/', absl::SkipEmpty())) {
+    if (part == ".") continue;
+    if (part == "..") {
+      return absl::PermissionDeniedError(
+          absl::StrCat("artifact name ", name,
+                       " contains '..'; name a directory inside the store"));
+    }
+    if (absl::StartsWith(part, ".")) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "artifact name ", name, " has a hidden component '", part,
+          "'; names starting with '.' are reserved for the daemon"));
+    }
+    parts.emplace_back(part);
+  }
+  if (parts.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " is the store root, not an artifact inside it"));
+  }
+  // Symbolic links could escape the store or give one artifact two names
+  // (and so two locks): refuse them anywhere on the path.
+  std::string path = root_;
+  for (const std::string& part : parts) {
+    path = JoinPath(path, part);
+    absl::StatusOr<FileStat> st = env_->Stat(path);
+    if (!st.ok()) break;  // the rest does not exist yet
+    if (st->type == FileType::kSymlink) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(path,
+                       " is a symbolic link; name the artifact by its "
+                       "real path inside the store"));
+    }
+  }
+  return absl::StrJoin(parts, "/");
+}
+
+std::string ArtifactStore::PathOf(absl::string_view canonical_name) const {
+  return canonical_name.empty() ? root_ : JoinPath(root_, canonical_name);
+}
+
+std::string ArtifactStore::LockFilePath(
+    const std::string& canonical_name) const {
+  const std::string escaped =
+      absl::StrReplaceAll(canonical_name, {{"%", "%25"}, {"/", "%2F"}});
+  return JoinPath(JoinPath(JoinPath(root_, kStateDirName), "locks"),
+                  absl::StrCat(escaped, ".lock"));
+}
+
+std::shared_ptr<ArtifactStore::LockEntry> ArtifactStore::Entry(
+    const std::string& canonical_name) {
+  absl::MutexLock lock(&mu_);
+  std::weak_ptr<LockEntry>& slot = entries_[canonical_name];
+  std::shared_ptr<LockEntry> entry = slot.lock();
+  if (entry == nullptr) {
+    entry = std::make_shared<LockEntry>();
+    slot = entry;
+    if (entries_.size() > 1024) {
+      for (auto it = entries_.begin(); it != entries_.end();) {
+        if (it->second.expired()) {
+          entries_.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  return entry;
+}
+
+absl::StatusOr<DeviceSpec> ArtifactStore::DeviceFor(
+    const Artifact& artifact) const {
+  if (options_.device_resolver) return options_.device_resolver(artifact);
+  return LookupDeviceSpec(artifact.npu());
+}
+
+absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
+                                             const ArtifactOptions& options) {
+  RBLN_ASSIGN_OR_RETURN(std::string canonical, CanonicalName(name));
+  std::shared_ptr<LockEntry> entry = Entry(canonical);
+  absl::ReaderMutexLock lock(&entry->rw);
+  return Artifact::Open(env_, PathOf(canonical), options);
+}
+
+absl::StatusOr<std::vector<std::string>> ArtifactStore::List() {
+  std::vector<std::string> names;
+  std::vector<std::string> pending = {""};
+  while (!pending.empty()) {
+    const std::string rel = std::move(pending.back());
+    pending.pop_back();
+    RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries,
+                          env_->ListDir(PathOf(rel)));
+    for (const DirEntry& entry : entries) {
+      if (entry.type != FileType::kDirectory ||
+          absl::StartsWith(entry.name, ".")) {
+        continue;
+      }
+      const std::string child =
+          rel.empty() ? entry.name : JoinPath(rel, entry.name);
+      if (IsArtifactDir(env_, PathOf(child))) {
+        names.push_back(child);
+      } else {
+        pending.push_back(child);
+      }
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
+  if (request.target.has_value() == request.budget.has_value()) {
+    return absl::InvalidArgumentError(
+        "give exactly one of a target block count and a memory budget");
+  }
+  RBLN_ASSIGN_OR_RETURN(std::string name, CanonicalName(request.name));
+  std::string output_name;
+  std::vector<std::string> lock_names = {name};
+  if (!request.output_name.empty()) {
+    RBLN_ASSIGN_OR_RETURN(output_name, CanonicalName(request.output_name));
+    if (IsWithin(output_name, name) || IsWithin(name, output_name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "output directory ", output_name,
+          output_name == name ? " is the artifact itself"
+                              : " overlaps the artifact " + name,
+          "; omit the output directory to resize in place, or choose one "
+          "outside the artifact"));
+    }
+    lock_names.push_back(output_name);
+  } else if (request.replace) {
+    return absl::InvalidArgumentError(
+        "replace applies only to an output directory");
+  }
+  RBLN_ASSIGN_OR_RETURN(std::unique_ptr<WriterLease> lease,
+                        WriterLease::Acquire(this, lock_names));
+  return WriteLocked(request, name, output_name);
+}
+
+absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
+    const WriteRequest& request, const std::string& name,
+    const std::string& output_name) {
+  // Writers on this artifact are excluded by the lease, so this snapshot
+  // stays current until the commit.
+  RBLN_ASSIGN_OR_RETURN(Artifact artifact, Artifact::Open(env_, PathOf(name)));
+  WriteResult result;
+  result.name = name;
+  result.output_name = output_name;
+  result.previous_num_blocks = artifact.current_num_blocks();
+  if (request.expected_current.has_value() &&
+      *request.expected_current != artifact.current_num_blocks()) {
+    return absl::AbortedError(absl::StrCat(
+        "kvcache_num_blocks of ", name, " is ", artifact.current_num_blocks(),
+        ", not the expected ", *request.expected_current,
+        "; nothing was changed (read it again and retry)"));
+  }
+  RBLN_ASSIGN_OR_RETURN(DeviceSpec device, DeviceFor(artifact));
+  ResizePlan plan;
+  if (request.budget.has_value()) {
+    RBLN_ASSIGN_OR_RETURN(FitPlan fit,
+                          PlanFit(artifact, *request.budget, device));
+    result.fit = std::move(fit.fit);
+    plan = std::move(fit.plan);
+  } else {
+    RBLN_ASSIGN_OR_RETURN(plan, PlanResize(artifact, *request.target, device));
+  }
+  result.new_num_blocks = plan.target_num_blocks;
+  result.warnings = plan.warnings;
+  if (request.dry_run) return result;
+  if (output_name.empty()) {
+    if (plan.is_no_op()) return result;
+    RBLN_RETURN_IF_ERROR(CommitInPlace(artifact, plan, name));
+  } else {
+    RBLN_RETURN_IF_ERROR(
+        CommitToOutput(artifact, plan, output_name, request.replace));
+  }
+  result.written = true;
+  return result;
+}
+
+absl::Status ArtifactStore::Exchange(const std::string& name,
+                                     const std::string& staging) {
+  std::shared_ptr<LockEntry> entry = Entry(name);
+  absl::WriterMutexLock lock(&entry->rw);
+  return env_->RenameExchange(staging, PathOf(name));
+}
+
+absl::Status ArtifactStore::CommitInPlace(const Artifact& artifact,
+                                          const ResizePlan& plan,
+                                          const std::string& name) {
+  const std::string path = PathOf(name);
+  const std::string parent = Dirname(path);
+  const std::string staging = JoinPath(parent, StagingNameFor(Basename(path)));
+  RBLN_RETURN_IF_ERROR(env_->CreateDir(staging));
+  absl::Status status = WriteResizedArtifact(env_, artifact, plan, staging,
+                                             {.link_companions = true});
+  if (status.ok()) status = Exchange(name, staging);
+  if (!status.ok()) {
+    RemoveStaging(env_, staging);
+    return status;
+  }
+  // From here the artifact path holds the new version; `staging` the old.
+  status = env_->SyncDir(parent);
+  RemoveStaging(env_, staging);
+  return status;
+}
+
+absl::Status ArtifactStore::CommitToOutput(const Artifact& artifact,
+                                           const ResizePlan& plan,
+                                           const std::string& output_name,
+                                           bool replace) {
+  const std::string dest = PathOf(output_name);
+  const std::string parent = Dirname(dest);
+  absl::StatusOr<FileStat> parent_st = env_->Stat(parent);
+  if (!parent_st.ok() || parent_st->type != FileType::kDirectory) {
+    return absl::NotFoundError(
+        absl::StrCat("the parent of output directory ", output_name,
+                     " does not exist; create ", parent, " first"));
+  }
+  absl::StatusOr<FileStat> dest_st = env_->Stat(dest);
+  const bool exists = dest_st.ok();
+  if (exists && !replace) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "output directory ", output_name,
+        " already exists; choose a new directory, or ask to replace it"));
+  }
+  if (exists) {
+    if (dest_st->type != FileType::kDirectory) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to replace ", output_name, ": it is not a directory"));
+    }
+    RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env_->ListDir(dest));
+    if (!entries.empty() && !IsArtifactDir(env_, dest)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("refusing to replace ", output_name,
+                       ": it is neither empty nor a compiled artifact"));
+    }
+  }
+  const std::string staging = JoinPath(parent, StagingNameFor(Basename(dest)));
+  RBLN_RETURN_IF_ERROR(env_->CreateDir(staging));
+  absl::Status status = WriteResizedArtifact(env_, artifact, plan, staging);
+  if (status.ok()) {
+    status = exists ? Exchange(output_name, staging)
+                    : env_->RenameNoReplace(staging, dest);
+    if (absl::IsAlreadyExists(status)) {
+      status = absl::AlreadyExistsError(
+          absl::StrCat("output directory ", output_name,
+                       " was created by someone else meanwhile; nothing "
+                       "was written there"));
+    }
+  }
+  if (!status.ok()) {
+    RemoveStaging(env_, staging);
+    return status;
+  }
+  status = env_->SyncDir(parent);
+  if (exists) RemoveStaging(env_, staging);  // the replaced tree
+  return status;
+}
+
+}  // namespace rbln
