@@ -539,10 +539,10 @@ absl::Status WriteNewContainer(WritableFile& out, v1::ContainerHeader header,
   return WriteFront(out, preamble, header_bytes);
 }
 
-absl::Status WriteContainerWithHeader(const RandomAccessFile& src,
-                                      const Container& src_container,
-                                      const v1::ContainerHeader& new_header,
-                                      WritableFile& out) {
+absl::Status WriteContainerWithHeader(
+    const RandomAccessFile& src, const Container& src_container,
+    const v1::ContainerHeader& new_header, WritableFile& out,
+    const std::function<void(uint64_t bytes)>& on_copied) {
   const std::string& path = out.path();
   const Preamble& src_preamble = src_container.preamble;
   const auto& old_segments = src_container.header.segments();
@@ -578,9 +578,17 @@ absl::Status WriteContainerWithHeader(const RandomAccessFile& src,
     preamble.header_capacity = layout.header_capacity;
     preamble.payload_offset = layout.payload_offset;
   }
-  RBLN_RETURN_IF_ERROR(out.CopyRangeFrom(src, src_preamble.payload_offset,
-                                         src_preamble.payload_length,
-                                         preamble.payload_offset));
+  // Chunks keep progress visible on multi-GiB payloads; they stay 4 KiB
+  // aligned so reflinks still apply.
+  for (uint64_t done = 0; done < src_preamble.payload_length;) {
+    const uint64_t n =
+        std::min(kCopyChunkBytes, src_preamble.payload_length - done);
+    RBLN_RETURN_IF_ERROR(out.CopyRangeFrom(src,
+                                           src_preamble.payload_offset + done,
+                                           n, preamble.payload_offset + done));
+    done += n;
+    if (on_copied) on_copied(n);
+  }
   const uint64_t payload_end =
       preamble.payload_offset + preamble.payload_length;
   RBLN_RETURN_IF_ERROR(ExtendTo(

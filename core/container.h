@@ -106,11 +106,13 @@ absl::Status WriteNewContainer(WritableFile& out, v1::ContainerHeader header,
 // `new_header` (whose segments must equal the source's). The payload stays
 // at the same offset when the new header fits the source's reserved region,
 // else the region grows (LayoutForHeader). The payload is copied inside the
-// kernel. Does not sync or close `out`.
-absl::Status WriteContainerWithHeader(const RandomAccessFile& src,
-                                      const Container& src_container,
-                                      const v1::ContainerHeader& new_header,
-                                      WritableFile& out);
+// kernel, in chunks of kCopyChunkBytes, calling `on_copied` (when set) with
+// the bytes of each chunk done. Does not sync or close `out`.
+inline constexpr uint64_t kCopyChunkBytes = uint64_t{256} << 20;
+absl::Status WriteContainerWithHeader(
+    const RandomAccessFile& src, const Container& src_container,
+    const v1::ContainerHeader& new_header, WritableFile& out,
+    const std::function<void(uint64_t bytes)>& on_copied = nullptr);
 
 }  // namespace rbln
 

@@ -17,6 +17,7 @@
 #define RBLN_CORE_RESCALE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,8 @@ struct WriteResizedOptions {
   // copy where linking fails, e.g. across file systems). Safe because no
   // file of an artifact is ever modified in place.
   bool link_companions = false;
+  // Called with the payload bytes of each chunk copied (for progress).
+  std::function<void(uint64_t bytes)> on_copied;
 };
 
 // Writes the resized artifact into `out_dir`, an existing empty directory:

@@ -116,13 +116,16 @@ class ArtifactStore::WriterLease {
       absl::StatusOr<std::unique_ptr<FileLock>> flock =
           store->env_->LockFile(store->LockFilePath(name), /*exclusive=*/true,
                                 store->options_.wait_for_artifact_locks);
-      if (!flock.ok()) {
+      // Only a conflicting lock means another process; an I/O error or a
+      // full disk creating the lock file is reported as what it is.
+      if (absl::IsUnavailable(flock.status())) {
         return absl::UnavailableError(absl::StrCat(
             "artifact ", name,
             " is being changed by another process (a maintenance tool?); "
             "try again later: ",
             flock.status().message()));
       }
+      RBLN_RETURN_IF_ERROR(flock.status());
       lease->flocks_.push_back(*std::move(flock));
     }
     return lease;
@@ -142,7 +145,10 @@ class ArtifactStore::WriterLease {
 };
 
 ArtifactStore::ArtifactStore(Env* env, std::string root, StoreOptions options)
-    : env_(env), root_(std::move(root)), options_(std::move(options)) {}
+    : env_(env),
+      root_(std::move(root)),
+      options_(std::move(options)),
+      spec_table_(NewSpecTableProvider()) {}
 
 ArtifactStore::~ArtifactStore() = default;
 
@@ -305,10 +311,10 @@ std::shared_ptr<ArtifactStore::LockEntry> ArtifactStore::Entry(
   return entry;
 }
 
-absl::StatusOr<DeviceSpec> ArtifactStore::DeviceFor(
+absl::StatusOr<DramChoice> ArtifactStore::DeviceFor(
     const Artifact& artifact) const {
   if (options_.device_resolver) return options_.device_resolver(artifact);
-  return LookupDeviceSpec(artifact.npu());
+  return spec_table_->ForNpu(artifact.npu());
 }
 
 absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
@@ -390,25 +396,43 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
         ", not the expected ", *request.expected_current,
         "; nothing was changed (read it again and retry)"));
   }
-  RBLN_ASSIGN_OR_RETURN(DeviceSpec device, DeviceFor(artifact));
+  RBLN_ASSIGN_OR_RETURN(DramChoice device, DeviceFor(artifact));
+  result.dram_source = device.source;
   ResizePlan plan;
   if (request.budget.has_value()) {
     RBLN_ASSIGN_OR_RETURN(FitPlan fit,
-                          PlanFit(artifact, *request.budget, device));
+                          PlanFit(artifact, *request.budget, device.spec));
     result.fit = std::move(fit.fit);
     plan = std::move(fit.plan);
   } else {
-    RBLN_ASSIGN_OR_RETURN(plan, PlanResize(artifact, *request.target, device));
+    RBLN_ASSIGN_OR_RETURN(plan,
+                          PlanResize(artifact, *request.target, device.spec));
   }
   result.new_num_blocks = plan.target_num_blocks;
-  result.warnings = plan.warnings;
+  result.warnings = device.warnings;
+  result.warnings.insert(result.warnings.end(), plan.warnings.begin(),
+                         plan.warnings.end());
   if (request.dry_run) return result;
+
+  WriteResizedOptions write_options;
+  if (request.progress) {
+    uint64_t total = 0;
+    for (const ContainerFile& file : artifact.containers()) {
+      total += file.container.preamble.payload_length;
+    }
+    auto done = std::make_shared<uint64_t>(0);
+    write_options.on_copied = [done, total,
+                               progress = request.progress](uint64_t bytes) {
+      *done += bytes;
+      progress(*done, total);
+    };
+  }
   if (output_name.empty()) {
     if (plan.is_no_op()) return result;
-    RBLN_RETURN_IF_ERROR(CommitInPlace(artifact, plan, name));
+    RBLN_RETURN_IF_ERROR(CommitInPlace(artifact, plan, name, write_options));
   } else {
-    RBLN_RETURN_IF_ERROR(
-        CommitToOutput(artifact, plan, output_name, request.replace));
+    RBLN_RETURN_IF_ERROR(CommitToOutput(artifact, plan, output_name,
+                                        request.replace, write_options));
   }
   result.written = true;
   return result;
@@ -421,15 +445,17 @@ absl::Status ArtifactStore::Exchange(const std::string& name,
   return env_->RenameExchange(staging, PathOf(name));
 }
 
-absl::Status ArtifactStore::CommitInPlace(const Artifact& artifact,
-                                          const ResizePlan& plan,
-                                          const std::string& name) {
+absl::Status ArtifactStore::CommitInPlace(
+    const Artifact& artifact, const ResizePlan& plan, const std::string& name,
+    const WriteResizedOptions& write_options) {
   const std::string path = PathOf(name);
   const std::string parent = Dirname(path);
   const std::string staging = JoinPath(parent, StagingNameFor(Basename(path)));
   RBLN_RETURN_IF_ERROR(env_->CreateDir(staging));
-  absl::Status status = WriteResizedArtifact(env_, artifact, plan, staging,
-                                             {.link_companions = true});
+  WriteResizedOptions options = write_options;
+  options.link_companions = true;
+  absl::Status status =
+      WriteResizedArtifact(env_, artifact, plan, staging, options);
   if (status.ok()) status = Exchange(name, staging);
   if (!status.ok()) {
     RemoveStaging(env_, staging);
@@ -441,10 +467,10 @@ absl::Status ArtifactStore::CommitInPlace(const Artifact& artifact,
   return status;
 }
 
-absl::Status ArtifactStore::CommitToOutput(const Artifact& artifact,
-                                           const ResizePlan& plan,
-                                           const std::string& output_name,
-                                           bool replace) {
+absl::Status ArtifactStore::CommitToOutput(
+    const Artifact& artifact, const ResizePlan& plan,
+    const std::string& output_name, bool replace,
+    const WriteResizedOptions& write_options) {
   const std::string dest = PathOf(output_name);
   const std::string parent = Dirname(dest);
   absl::StatusOr<FileStat> parent_st = env_->Stat(parent);
@@ -474,7 +500,8 @@ absl::Status ArtifactStore::CommitToOutput(const Artifact& artifact,
   }
   const std::string staging = JoinPath(parent, StagingNameFor(Basename(dest)));
   RBLN_RETURN_IF_ERROR(env_->CreateDir(staging));
-  absl::Status status = WriteResizedArtifact(env_, artifact, plan, staging);
+  absl::Status status =
+      WriteResizedArtifact(env_, artifact, plan, staging, write_options);
   if (status.ok()) {
     status = exists ? Exchange(output_name, staging)
                     : env_->RenameNoReplace(staging, dest);

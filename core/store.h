@@ -41,6 +41,7 @@
 #include "core/artifact.h"
 #include "core/budget.h"
 #include "core/device_spec.h"
+#include "core/dram.h"
 #include "core/env.h"
 #include "core/fit.h"
 #include "core/rescale.h"
@@ -50,13 +51,13 @@ namespace rbln {
 // The state directory under the store root (locks); never an artifact.
 inline constexpr char kStateDirName[] = ".rbln-artifactd";
 
-// Which device spec applies to an artifact (by default the spec table entry
-// of the artifact's target NPU).
+// Which device figures apply to an artifact (by default the spec table's
+// entry for the artifact's target NPU).
 using DeviceResolver =
-    std::function<absl::StatusOr<DeviceSpec>(const Artifact& artifact)>;
+    std::function<absl::StatusOr<DramChoice>(const Artifact& artifact)>;
 
 struct StoreOptions {
-  DeviceResolver device_resolver;  // empty: LookupDeviceSpec(artifact.npu())
+  DeviceResolver device_resolver;  // empty: the spec table
   // Wait for a conflicting cross-process artifact lock (a maintenance tool)
   // instead of failing with UNAVAILABLE.
   bool wait_for_artifact_locks = true;
@@ -73,6 +74,8 @@ struct WriteRequest {
   bool dry_run = false;  // plan and report; write nothing
   // Compare-and-set: ABORTED unless the current count is this.
   std::optional<uint64_t> expected_current;
+  // Called from the writing thread as payload bytes are copied.
+  std::function<void(uint64_t done, uint64_t total)> progress;
 };
 
 struct WriteResult {
@@ -83,6 +86,7 @@ struct WriteResult {
   bool written = false;  // false for dry runs and in-place no-ops
   std::vector<std::string> warnings;
   std::optional<FitResult> fit;  // for budget requests
+  std::string dram_source;       // where the device figures came from
 };
 
 class ArtifactStore {
@@ -117,8 +121,8 @@ class ArtifactStore {
   // rbln_config.json) under the root, sorted; hidden entries are skipped.
   absl::StatusOr<std::vector<std::string>> List();
 
-  // The device spec that applies to `artifact`.
-  absl::StatusOr<DeviceSpec> DeviceFor(const Artifact& artifact) const;
+  // The device figures that apply to `artifact`.
+  absl::StatusOr<DramChoice> DeviceFor(const Artifact& artifact) const;
 
  private:
   struct LockEntry;
@@ -132,14 +136,17 @@ class ArtifactStore {
                                           const std::string& name,
                                           const std::string& output_name);
   absl::Status CommitInPlace(const Artifact& artifact, const ResizePlan& plan,
-                             const std::string& name);
+                             const std::string& name,
+                             const WriteResizedOptions& write_options);
   absl::Status CommitToOutput(const Artifact& artifact, const ResizePlan& plan,
-                              const std::string& output_name, bool replace);
+                              const std::string& output_name, bool replace,
+                              const WriteResizedOptions& write_options);
   absl::Status Exchange(const std::string& name, const std::string& staging);
 
   Env* const env_;
   const std::string root_;
   const StoreOptions options_;
+  const std::unique_ptr<DramProvider> spec_table_;
   std::unique_ptr<FileLock> store_lock_;
   std::vector<std::string> recovered_;
 
