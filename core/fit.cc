@@ -165,15 +165,32 @@ FitResult FitModel(const MemoryModel& model, uint64_t budget_per_chiplet) {
   return result;
 }
 
+absl::Status CheckChiplets(const Artifact& artifact, const DeviceSpec& device) {
+  if (artifact.chiplets_per_node() == device.chiplets_per_node) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      artifact.dir(), " was compiled for ", artifact.chiplets_per_node(),
+      " chiplet(s) per node but the device (", device.family, ") has ",
+      device.chiplets_per_node));
+}
+
+absl::StatusOr<MemoryPlan> PlanMemory(const Artifact& artifact,
+                                      const DeviceSpec& device) {
+  RBLN_RETURN_IF_ERROR(CheckChiplets(artifact, device));
+  const MemoryModel model = BuildMemoryModel(artifact);
+  const uint64_t available = device.AvailablePerChiplet();
+  MemoryPlan plan;
+  plan.buckets =
+      DescribeBuckets(model, available, artifact.current_num_blocks());
+  plan.max_fitting_num_blocks = FitModel(model, available).num_blocks;
+  return plan;
+}
+
 absl::StatusOr<FitResult> FitMemoryBudget(const Artifact& artifact,
                                           const MemoryBudget& budget,
                                           const DeviceSpec& device) {
-  if (artifact.chiplets_per_node() != device.chiplets_per_node) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        artifact.dir(), " was compiled for ", artifact.chiplets_per_node(),
-        " chiplet(s) per node but the device (", device.family, ") has ",
-        device.chiplets_per_node));
-  }
+  RBLN_RETURN_IF_ERROR(CheckChiplets(artifact, device));
   RBLN_ASSIGN_OR_RETURN(uint64_t per_chiplet, budget.PerChipletBytes(device));
   return FitModel(BuildMemoryModel(artifact), per_chiplet);
 }

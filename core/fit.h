@@ -95,6 +95,17 @@ std::vector<BucketFit> DescribeBuckets(const MemoryModel& model,
                                        uint64_t budget_per_chiplet,
                                        uint64_t num_blocks);
 
+// The memory plan of `artifact` against the whole of `device`: every bucket
+// at the current count, and the largest count that fits 100% of the device.
+struct MemoryPlan {
+  std::vector<BucketFit> buckets;
+  uint64_t max_fitting_num_blocks = 0;
+};
+// FAILED_PRECONDITION when the artifact's chiplets per node differ from the
+// device's.
+absl::StatusOr<MemoryPlan> PlanMemory(const Artifact& artifact,
+                                      const DeviceSpec& device);
+
 // Fits `artifact` to `budget` on `device`. FAILED_PRECONDITION when the
 // artifact's chiplets per node differ from the device's; INVALID_ARGUMENT for
 // a byte budget above the device's available DRAM. A result below the

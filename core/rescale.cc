@@ -175,7 +175,15 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
     return absl::InvalidArgumentError(
         "resize plan does not match the artifact's containers");
   }
+  auto check_cancelled = [&options]() {
+    return options.is_cancelled && options.is_cancelled()
+               ? absl::CancelledError(
+                     "the write was cancelled (deadline passed or caller "
+                     "gone); nothing was changed")
+               : absl::OkStatus();
+  };
   for (size_t i = 0; i < containers.size(); ++i) {
+    RBLN_RETURN_IF_ERROR(check_cancelled());
     RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> src,
                           env->NewRandomAccessFile(JoinPath(
                               artifact.dir(), containers[i].file_name)));
@@ -193,7 +201,8 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
     RBLN_RETURN_IF_ERROR(CopyCompanion(env, artifact.dir(), out_dir, name,
                                        options.link_companions));
   }
-  return env->SyncDir(out_dir);
+  RBLN_RETURN_IF_ERROR(env->SyncDir(out_dir));
+  return check_cancelled();
 }
 
 }  // namespace rbln

@@ -73,6 +73,9 @@ struct WriteResizedOptions {
   bool link_companions = false;
   // Called with the payload bytes of each chunk copied (for progress).
   std::function<void(uint64_t bytes)> on_copied;
+  // Checked before each file and once all is written: when it returns true
+  // the write stops with CANCELLED.
+  std::function<bool()> is_cancelled;
 };
 
 // Writes the resized artifact into `out_dir`, an existing empty directory:

@@ -62,6 +62,15 @@ void RemoveStaging(Env* env, const std::string& path) {
   }
 }
 
+absl::Status CheckCancelled(const WriteRequest& request) {
+  if (request.is_cancelled && request.is_cancelled()) {
+    return absl::CancelledError(
+        "the write was cancelled (deadline passed or caller gone) before it "
+        "began; nothing was changed");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string StagingNameFor(absl::string_view name) {
@@ -382,6 +391,7 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
 absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
     const WriteRequest& request, const std::string& name,
     const std::string& output_name) {
+  RBLN_RETURN_IF_ERROR(CheckCancelled(request));
   // Writers on this artifact are excluded by the lease, so this snapshot
   // stays current until the commit.
   RBLN_ASSIGN_OR_RETURN(Artifact artifact, Artifact::Open(env_, PathOf(name)));
@@ -415,6 +425,7 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
   if (request.dry_run) return result;
 
   WriteResizedOptions write_options;
+  write_options.is_cancelled = request.is_cancelled;
   if (request.progress) {
     uint64_t total = 0;
     for (const ContainerFile& file : artifact.containers()) {

@@ -76,6 +76,10 @@ struct WriteRequest {
   std::optional<uint64_t> expected_current;
   // Called from the writing thread as payload bytes are copied.
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // Polled once the locks are held and again just before the commit point;
+  // when it returns true the write stops with CANCELLED, changing nothing
+  // (e.g. the caller's deadline passed while waiting for a lock).
+  std::function<bool()> is_cancelled;
 };
 
 struct WriteResult {
