@@ -1,0 +1,300 @@
+#include "server/artifact_service.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/budget.h"
+#include "core/fit.h"
+#include "core/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace rbln {
+namespace {
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl's canonical codes are gRPC's, number for number.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+// One structured log line per request, written when the handler returns.
+class RequestLog {
+ public:
+  RequestLog(absl::string_view method, absl::string_view artifact)
+      : method_(method),
+        artifact_(artifact),
+        start_(std::chrono::steady_clock::now()) {}
+
+  void SetCounts(const absl::Status& status, uint64_t previous, uint64_t next,
+                 bool written) {
+    if (!status.ok()) return;
+    counts_ = absl::StrCat(" previous=", previous, " new=", next,
+                           " written=", written ? "true" : "false");
+  }
+
+  grpc::Status Finish(const absl::Status& status) {
+    const double ms = std::chrono::duration<double, std::milli>(
+                          std::chrono::steady_clock::now() - start_)
+                          .count();
+    const std::string line =
+        absl::StrCat("method=", method_, " artifact=\"", artifact_,
+                     "\" outcome=", absl::StatusCodeToString(status.code()),
+                     counts_, " duration_ms=", static_cast<int64_t>(ms));
+    if (status.ok()) {
+      spdlog::info("{}", line);
+    } else {
+      spdlog::warn("{} error=\"{}\"", line, std::string(status.message()));
+    }
+    return ToGrpc(status);
+  }
+
+ private:
+  const std::string method_;
+  const std::string artifact_;
+  const std::chrono::steady_clock::time_point start_;
+  std::string counts_;
+};
+
+void FillBucket(const BucketFit& b, v1::BucketPlan* out) {
+  out->set_node(b.node);
+  out->set_chiplet(b.chiplet);
+  out->set_available_bytes(b.budget_bytes);
+  out->set_other_bytes(b.other_bytes);
+  out->set_kv_bytes(b.kv_bytes);
+  out->set_kv_bytes_per_block(b.kv_bytes_per_block);
+  out->set_headroom_bytes(b.headroom_bytes);
+}
+
+}  // namespace
+
+ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
+                                         DramProvider* dram,
+                                         int max_concurrent_writes)
+    : store_(store),
+      dram_(dram),
+      max_concurrent_writes_(max_concurrent_writes) {}
+
+grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
+    grpc::ServerContext*, const v1::GetKvcacheNumBlocksRequest* req,
+    v1::GetKvcacheNumBlocksResponse* resp) {
+  RequestLog log("GetKvcacheNumBlocks", req->artifact());
+  absl::StatusOr<Artifact> artifact = store_->Read(req->artifact());
+  if (!artifact.ok()) return log.Finish(artifact.status());
+  resp->set_artifact(*store_->CanonicalName(req->artifact()));
+  resp->set_kvcache_num_blocks(artifact->current_num_blocks());
+  resp->set_compiled_num_blocks(artifact->compiled_num_blocks());
+  resp->set_num_full_blocks(artifact->config().NumFullBlocks());
+  resp->set_num_min_blocks(artifact->config().NumMinBlocks());
+  return log.Finish(absl::OkStatus());
+}
+
+grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
+    grpc::ServerContext* context, const v1::SetKvcacheNumBlocksRequest* req,
+    v1::ResizeResponse* resp) {
+  RequestLog log("SetKvcacheNumBlocks", req->artifact());
+  WriteRequest request;
+  request.name = req->artifact();
+  request.target = req->num_blocks();
+  absl::Status status =
+      Write(context, std::move(request), req->options(), resp);
+  log.SetCounts(status, resp->previous_num_blocks(), resp->new_num_blocks(),
+                resp->written());
+  return log.Finish(status);
+}
+
+grpc::Status ArtifactServiceImpl::FitMemoryBudget(
+    grpc::ServerContext* context, const v1::FitMemoryBudgetRequest* req,
+    v1::ResizeResponse* resp) {
+  RequestLog log("FitMemoryBudget", req->artifact());
+  absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(req->budget());
+  if (!budget.ok()) return log.Finish(budget.status());
+  WriteRequest request;
+  request.name = req->artifact();
+  request.budget = *budget;
+  absl::Status status =
+      Write(context, std::move(request), req->options(), resp);
+  log.SetCounts(status, resp->previous_num_blocks(), resp->new_num_blocks(),
+                resp->written());
+  return log.Finish(status);
+}
+
+absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
+                                        WriteRequest request,
+                                        const v1::WriteOptions& options,
+                                        v1::ResizeResponse* resp) {
+  request.output_name = options.output_dir();
+  request.replace = options.replace();
+  request.dry_run = options.dry_run();
+  if (options.has_expected_current()) {
+    request.expected_current = options.expected_current();
+  }
+  request.is_cancelled = [context]() { return context->IsCancelled(); };
+  const std::string op_id = options.operation_id();
+  if (!op_id.empty()) {
+    request.progress = [this, op_id](uint64_t done, uint64_t total) {
+      absl::MutexLock lock(&mu_);
+      progress_[op_id] = {done, total};
+    };
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (active_writes_ >= max_concurrent_writes_) {
+      return absl::UnavailableError(absl::StrCat(
+          max_concurrent_writes_,
+          " writes are already running; retry when one has finished"));
+    }
+    ++active_writes_;
+    if (!op_id.empty()) progress_[op_id] = {};
+  }
+  absl::StatusOr<WriteResult> result = store_->Write(request);
+  {
+    absl::MutexLock lock(&mu_);
+    --active_writes_;
+    progress_.erase(op_id);
+  }
+  RBLN_RETURN_IF_ERROR(result.status());
+  resp->set_artifact(result->name);
+  resp->set_output_dir(result->output_name);
+  resp->set_previous_num_blocks(result->previous_num_blocks);
+  resp->set_new_num_blocks(result->new_num_blocks);
+  resp->set_written(result->written);
+  for (const std::string& warning : result->warnings) {
+    resp->add_warnings(warning);
+  }
+  if (result->fit.has_value() && request.budget.has_value()) {
+    const FitResult& fit = *result->fit;
+    v1::FitDetails* details = resp->mutable_fit();
+    details->set_budget(request.budget->ToString());
+    details->set_budget_per_chiplet(fit.budget_per_chiplet);
+    details->set_num_full_blocks(fit.num_full_blocks);
+    for (const BucketFit& b : fit.buckets) {
+      FillBucket(b, details->add_buckets());
+    }
+    details->set_limiting_bucket(fit.limiting_bucket);
+    details->set_dram_source(result->dram_source);
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status ArtifactServiceImpl::DescribeArtifact(
+    grpc::ServerContext*, const v1::DescribeArtifactRequest* req,
+    v1::DescribeArtifactResponse* resp) {
+  RequestLog log("DescribeArtifact", req->artifact());
+  absl::StatusOr<Artifact> artifact =
+      store_->Read(req->artifact(), {.verify_payload = req->verify_payload()});
+  if (!artifact.ok()) return log.Finish(artifact.status());
+  const RblnConfig& config = artifact->config();
+  resp->set_artifact(*store_->CanonicalName(req->artifact()));
+  resp->set_cls_name(config.cls_name);
+  resp->set_npu(artifact->npu());
+  resp->set_num_nodes(artifact->num_nodes());
+  resp->set_chiplets_per_node(artifact->chiplets_per_node());
+  resp->set_attn_impl(config.attn_impl);
+  resp->set_max_seq_len(config.max_seq_len);
+  resp->set_kvcache_block_size(config.kvcache_block_size);
+  resp->set_batch_size(config.batch_size);
+  resp->set_kvcache_num_blocks(artifact->current_num_blocks());
+  resp->set_compiled_num_blocks(artifact->compiled_num_blocks());
+  resp->set_num_full_blocks(config.NumFullBlocks());
+  resp->set_num_min_blocks(config.NumMinBlocks());
+  for (const v1::KvTensor& t :
+       artifact->prefill().container.header.kv_tensors()) {
+    if (t.resizable()) {
+      resp->set_resizable_kv_tensors(resp->resizable_kv_tensors() + 1);
+    } else {
+      resp->set_fixed_kv_tensors(resp->fixed_kv_tensors() + 1);
+    }
+  }
+  for (const ContainerFile& file : artifact->containers()) {
+    v1::GraphInfo* graph = resp->add_graphs();
+    graph->set_compiled_model_name(file.container.header.compiled_model_name());
+    graph->set_file_name(file.file_name);
+    graph->set_payload_bytes(file.container.preamble.payload_length);
+    graph->set_file_bytes(file.container.file_size);
+  }
+  absl::StatusOr<DramChoice> device = store_->DeviceFor(*artifact);
+  if (!device.ok()) {
+    resp->add_warnings(
+        absl::StrCat("no memory plan: ", device.status().message()));
+    return log.Finish(absl::OkStatus());
+  }
+  resp->set_dram_source(device->source);
+  for (const std::string& warning : device->warnings)
+    resp->add_warnings(warning);
+  absl::StatusOr<MemoryPlan> plan = PlanMemory(*artifact, device->spec);
+  if (!plan.ok()) {
+    resp->add_warnings(
+        absl::StrCat("no memory plan: ", plan.status().message()));
+    return log.Finish(absl::OkStatus());
+  }
+  for (const BucketFit& b : plan->buckets) FillBucket(b, resp->add_buckets());
+  resp->set_max_fitting_num_blocks(plan->max_fitting_num_blocks);
+  return log.Finish(absl::OkStatus());
+}
+
+grpc::Status ArtifactServiceImpl::ListArtifacts(
+    grpc::ServerContext*, const v1::ListArtifactsRequest*,
+    v1::ListArtifactsResponse* resp) {
+  RequestLog log("ListArtifacts", "");
+  absl::StatusOr<std::vector<std::string>> names = store_->List();
+  if (!names.ok()) return log.Finish(names.status());
+  resp->set_store(store_->root());
+  for (const std::string& name : *names) {
+    v1::ArtifactSummary* summary = resp->add_artifacts();
+    summary->set_artifact(name);
+    absl::StatusOr<Artifact> artifact = store_->Read(name);
+    if (!artifact.ok()) {
+      summary->set_error(
+          absl::StrCat(absl::StatusCodeToString(artifact.status().code()), ": ",
+                       artifact.status().message()));
+      continue;
+    }
+    summary->set_kvcache_num_blocks(artifact->current_num_blocks());
+    summary->set_npu(artifact->npu());
+    summary->set_num_nodes(artifact->num_nodes());
+    summary->set_cls_name(artifact->config().cls_name);
+  }
+  return log.Finish(absl::OkStatus());
+}
+
+grpc::Status ArtifactServiceImpl::GetDeviceInfo(
+    grpc::ServerContext*, const v1::GetDeviceInfoRequest*,
+    v1::GetDeviceInfoResponse* resp) {
+  RequestLog log("GetDeviceInfo", "");
+  const DeviceReport report = dram_->Report();
+  resp->set_source(report.source);
+  for (const std::string& warning : report.warnings)
+    resp->add_warnings(warning);
+  for (const DeviceEntry& d : report.devices) {
+    v1::Device* device = resp->add_devices();
+    device->set_index(d.index);
+    device->set_name(d.name);
+    device->set_family(d.family);
+    device->set_device_node(d.device_node);
+    device->set_total_bytes(d.total_bytes);
+    device->set_used_bytes(d.used_bytes);
+    device->set_available_bytes(d.available_bytes);
+    device->set_chiplets(d.chiplets);
+    device->set_source(d.source);
+  }
+  return log.Finish(absl::OkStatus());
+}
+
+grpc::Status ArtifactServiceImpl::GetWriteProgress(
+    grpc::ServerContext*, const v1::GetWriteProgressRequest* req,
+    v1::GetWriteProgressResponse* resp) {
+  absl::MutexLock lock(&mu_);
+  auto it = progress_.find(req->operation_id());
+  if (it != progress_.end()) {
+    resp->set_running(true);
+    resp->set_bytes_done(it->second.done);
+    resp->set_bytes_total(it->second.total);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace rbln

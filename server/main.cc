@@ -1,0 +1,186 @@
+// rbln-artifactd: serves the ArtifactService over a store of compiled
+// artifacts. Starts with no flags (default store and Unix socket, spec-table
+// DRAM figures); see --help.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/defaults.h"
+#include "core/dram.h"
+#include "core/store.h"
+#include "server/artifact_service.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr int kExitStartup = 1;
+
+// True when something accepts connections on the Unix socket at `path`
+// (another daemon): binding would silently take its address away.
+bool UnixSocketIsLive(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof(addr.sun_path)) return false;
+  addr.sun_family = AF_UNIX;
+  path.copy(addr.sun_path, path.size());
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const bool live =
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return live;
+}
+
+int Fail(int code, const std::string& message) {
+  fprintf(stderr, "rbln-artifactd: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "rbln-artifactd: reads and changes kvcache_num_blocks of compiled NPU "
+      "artifacts in a store, for rbln-artifact and other gRPC clients "
+      "(rbln.artifact.v1.ArtifactService, with health checking and "
+      "reflection)."};
+  std::string store_dir = rbln::DefaultStoreDir();
+  std::vector<std::string> listen;
+  std::string device_dram;
+  std::string log_level = "info";
+  int max_writes = 4;
+  double shutdown_grace_s = 60;
+  app.add_option("--store", store_dir,
+                 "Artifact store directory (created if missing)")
+      ->capture_default_str();
+  app.add_option("--listen", listen,
+                 "Address to serve: unix:PATH or HOST:PORT; repeatable "
+                 "(default " +
+                     rbln::DefaultServerAddress() + ")");
+  app.add_option("--device-dram", device_dram,
+                 "Override the device DRAM: BYTES[,CHIPLETS] per device, e.g. "
+                 "16GiB or 144GiB,4 (default: the NPU spec table)");
+  app.add_option("--log-level", log_level,
+                 "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  app.add_option("--max-concurrent-writes", max_writes,
+                 "Writes running at once; more are refused with UNAVAILABLE")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app.add_option("--shutdown-grace-seconds", shutdown_grace_s,
+                 "On SIGTERM/SIGINT, how long running writes may take to "
+                 "finish")
+      ->capture_default_str();
+  app.footer(
+      "Environment: RBLN_ARTIFACTD_STORE and RBLN_ARTIFACTD_SOCKET change the "
+      "defaults (also for rbln-artifact).\nExample:\n  rbln-artifactd --store "
+      "/srv/artifacts --listen unix:/run/rbln-artifactd.sock --listen "
+      "0.0.0.0:50051");
+  CLI11_PARSE(app, argc, argv);
+  if (listen.empty()) listen.push_back(rbln::DefaultServerAddress());
+
+  spdlog::level::level_enum level = spdlog::level::from_str(log_level);
+  if (level == spdlog::level::off && log_level != "off") {
+    return Fail(kExitUsage, "unknown --log-level " + log_level);
+  }
+  spdlog::set_level(level);
+
+  std::unique_ptr<rbln::DramProvider> dram = rbln::NewSpecTableProvider();
+  if (!device_dram.empty()) {
+    absl::StatusOr<rbln::DramOverride> parsed =
+        rbln::ParseDramOverride(device_dram);
+    if (!parsed.ok()) {
+      return Fail(kExitUsage, std::string(parsed.status().message()));
+    }
+    dram = rbln::NewOverrideProvider(*parsed);
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(store_dir, ec);
+  rbln::StoreOptions store_options;
+  rbln::DramProvider* dram_ptr = dram.get();
+  store_options.device_resolver = [dram_ptr](const rbln::Artifact& artifact) {
+    return dram_ptr->ForNpu(artifact.npu());
+  };
+  absl::StatusOr<std::unique_ptr<rbln::ArtifactStore>> store =
+      rbln::ArtifactStore::Open(rbln::Env::Default(), store_dir,
+                                std::move(store_options));
+  if (!store.ok()) {
+    return Fail(kExitStartup, std::string(store.status().message()));
+  }
+
+  for (const std::string& address : listen) {
+    if (absl::StartsWith(address, "unix:") &&
+        UnixSocketIsLive(address.substr(5))) {
+      return Fail(kExitStartup,
+                  absl::StrCat("another server already listens on ", address,
+                               "; stop it or choose another --listen"));
+    }
+  }
+
+  // SIGTERM/SIGINT go to a dedicated thread (sigwait), so that shutdown is
+  // ordinary code rather than a signal handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  rbln::ArtifactServiceImpl service(store->get(), dram.get(), max_writes);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  for (const std::string& address : listen) {
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+  }
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(4 << 20);
+  grpc::ResourceQuota quota("rbln-artifactd");
+  quota.SetMaxThreads(64);
+  builder.SetResourceQuota(quota);
+  // The Unix socket is created owner/group-only.
+  const mode_t old_umask = umask(0117);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  umask(old_umask);
+  if (server == nullptr) {
+    return Fail(kExitStartup,
+                absl::StrCat("cannot listen on ", absl::StrJoin(listen, ", "),
+                             " (address in use, or its directory missing?)"));
+  }
+  spdlog::info("rbln-artifactd serving store {} on {} (pid {})",
+               (*store)->root(), absl::StrJoin(listen, ", "), getpid());
+
+  std::thread waiter([&server, &signals, shutdown_grace_s]() {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    spdlog::info("signal {}: no new requests; letting running writes finish",
+                 signal_number);
+    server->Shutdown(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(
+                         static_cast<int64_t>(shutdown_grace_s * 1000)));
+  });
+  server->Wait();
+  waiter.join();
+  for (const std::string& address : listen) {
+    if (absl::StartsWith(address, "unix:")) unlink(address.substr(5).c_str());
+  }
+  spdlog::info("rbln-artifactd stopped");
+  return 0;
+}
