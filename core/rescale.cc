@@ -191,7 +191,8 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
         std::unique_ptr<WritableFile> out,
         env->NewWritableFile(JoinPath(out_dir, containers[i].file_name)));
     RBLN_RETURN_IF_ERROR(WriteContainerWithHeader(*src, containers[i].container,
-                                                  plan.new_headers[i], *out));
+                                                  plan.new_headers[i], *out,
+                                                  options.on_copied));
     RBLN_RETURN_IF_ERROR(out->Sync());
     RBLN_RETURN_IF_ERROR(out->Close());
   }

@@ -1,0 +1,712 @@
+#include "client/cli.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace rbln::client {
+namespace {
+
+namespace v1 = ::rbln::artifact::v1;
+
+constexpr char kProgramName[] = "rbln-artifact";
+constexpr char kRunWithHelp[] = "Run with --help for more information.\n";
+
+constexpr char kDescription[] =
+    "Reads and changes kvcache_num_blocks of compiled NPU model artifacts "
+    "held by the rbln-artifactd daemon, without recompiling them. The flags "
+    "are those of optimum-rbln-cli.";
+
+constexpr char kFooter[] =
+    "Examples:\n"
+    "  rbln-artifact --get-kvcache-num-blocks --model-id ./my_artifact\n"
+    "  rbln-artifact --set-kvcache-num-blocks 128 --model-id ./my_artifact\n"
+    "  rbln-artifact --set-memory-budget 0.8 --model-id ./my_artifact\n"
+    "  rbln-artifact --set-memory-budget 10GB --model-id ./my_artifact "
+    "--output-dir ./my_artifact_10gb\n"
+    "\n"
+    "Paths: over a Unix socket a relative --model-id or --output-dir is\n"
+    "resolved against the current directory; over TCP it is relative to the\n"
+    "daemon's store. Either way it must lie inside the daemon's store.\n"
+    "\n"
+    "Exit codes:\n"
+    "  0  success\n"
+    "  1  the daemon refused or failed the request (its message is printed)\n"
+    "  2  usage error; nothing was sent\n"
+    "  3  cannot connect to the daemon";
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string GiB(uint64_t bytes) {
+  return absl::StrFormat("%.2f", static_cast<double>(bytes) / kGiB);
+}
+
+std::string SignedGiB(int64_t bytes) {
+  return absl::StrFormat("%.2f", static_cast<double>(bytes) / kGiB);
+}
+
+// Help text fits 80 columns: option names in the first kHelpNameWidth,
+// descriptions wrapped in the rest.
+constexpr int kHelpWidth = 80;
+constexpr int kHelpNameWidth = 30;
+
+// `text` with its spaces replaced by newlines where a line would pass `width`.
+std::string Wrap(absl::string_view text, size_t width) {
+  std::string wrapped;
+  size_t line = 0;
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    if (line > 0 && line + 1 + word.size() > width) {
+      wrapped += "\n";
+      line = 0;
+    } else if (line > 0) {
+      wrapped += " ";
+      ++line;
+    }
+    absl::StrAppend(&wrapped, word);
+    line += word.size();
+  }
+  return wrapped;
+}
+
+std::string OptionHelp(absl::string_view text) {
+  return Wrap(text, kHelpWidth - kHelpNameWidth);
+}
+
+// Help lines show an option's value name only: the mutual exclusions are
+// summed up in the group titles instead of repeated on every line. Groups are
+// one blank line apart.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  HelpFormatter() { column_width(kHelpNameWidth); }
+
+  std::string make_description(const CLI::App* app) const override {
+    return CLI::Formatter::make_description(app) + "\n";
+  }
+  std::string make_usage(const CLI::App* app, std::string name) const override {
+    return CLI::Formatter::make_usage(app, std::move(name)) + "\n";
+  }
+  std::string make_group(std::string group, bool is_positional,
+                         std::vector<const CLI::Option*> opts) const override {
+    std::string text = group + ":\n";
+    for (const CLI::Option* opt : opts) text += make_option(opt, is_positional);
+    return text;
+  }
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    if (opt->get_type_size() == 0) return "";
+    return " " + opt->get_type_name();
+  }
+};
+
+// CLI11 validator: an unsigned decimal integer >= 1 that fits in 64 bits.
+std::string CheckPositiveInteger(const std::string& text) {
+  uint64_t value = 0;
+  bool digits_only =
+      !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+        return absl::ascii_isdigit(static_cast<unsigned char>(c));
+      });
+  if (!digits_only || !absl::SimpleAtoi(text, &value) || value == 0) {
+    return absl::StrCat("N must be a positive integer, got '", text, "'");
+  }
+  return "";
+}
+
+// The flags as parsed, before validation.
+struct RawFlags {
+  bool get = false;
+  uint64_t set = 0;
+  std::string budget;
+  bool describe = false;
+  bool list = false;
+  bool device_info = false;
+  std::string model_id;
+  std::string output_dir;
+  bool replace = false;
+  bool dry_run = false;
+  uint64_t expect = 0;
+  bool verify = false;
+  std::string server;
+  bool json = false;
+
+  CLI::Option* get_opt = nullptr;
+  CLI::Option* set_opt = nullptr;
+  CLI::Option* budget_opt = nullptr;
+  CLI::Option* describe_opt = nullptr;
+  CLI::Option* list_opt = nullptr;
+  CLI::Option* device_info_opt = nullptr;
+  CLI::Option* model_id_opt = nullptr;
+  CLI::Option* output_dir_opt = nullptr;
+  CLI::Option* replace_opt = nullptr;
+  CLI::Option* dry_run_opt = nullptr;
+  CLI::Option* expect_opt = nullptr;
+  CLI::Option* verify_opt = nullptr;
+};
+
+void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
+  app.formatter(std::make_shared<HelpFormatter>());
+  app.footer(kFooter);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return FormatUsageError(e.what());
+  });
+  // Re-added last so that it is listed after the operations.
+  app.set_help_flag();
+
+  const std::string ops = "Operations (exactly one)";
+  f.get_opt =
+      app.add_flag("--get-kvcache-num-blocks", f.get,
+                   OptionHelp("Print the artifact's kvcache_num_blocks"))
+          ->group(ops);
+  f.set_opt =
+      app.add_option("--set-kvcache-num-blocks", f.set,
+                     OptionHelp("Resize the KV cache of every *.rbln of the "
+                                "artifact to N blocks"))
+          ->type_name("N")
+          ->check(CheckPositiveInteger)
+          ->group(ops);
+  f.budget_opt =
+      app.add_option("--set-memory-budget", f.budget,
+                     OptionHelp("Resize to the largest block count that fits "
+                                "BUDGET: a fraction of the NPU's available "
+                                "DRAM (0.8), a percentage (80%), or bytes per "
+                                "device (10GB, 10GiB, 10737418240)"))
+          ->type_name("BUDGET")
+          ->group(ops);
+  f.describe_opt =
+      app.add_flag("--describe", f.describe,
+                   OptionHelp("Print the artifact's memory plan per node "
+                              "and chiplet"))
+          ->group(ops);
+  f.list_opt =
+      app.add_flag("--list", f.list,
+                   OptionHelp("List the artifacts in the daemon's store"))
+          ->group(ops);
+  f.device_info_opt =
+      app.add_flag(
+             "--device-info", f.device_info,
+             OptionHelp(
+                 "Print the NPU devices and DRAM figures the daemon uses, "
+                 "and their source"))
+          ->group(ops);
+  std::vector<CLI::Option*> operations = {f.get_opt,    f.set_opt,
+                                          f.budget_opt, f.describe_opt,
+                                          f.list_opt,   f.device_info_opt};
+  for (size_t i = 0; i < operations.size(); ++i) {
+    for (size_t j = i + 1; j < operations.size(); ++j) {
+      operations[i]->excludes(operations[j]);
+    }
+  }
+
+  const std::string artifact = "Artifact";
+  f.model_id_opt =
+      app.add_option("--model-id", f.model_id,
+                     OptionHelp("The compiled artifact directory (needed by "
+                                "every operation but --list and "
+                                "--device-info)"))
+          ->type_name("DIR")
+          ->group(artifact);
+  f.verify_opt =
+      app.add_flag("--verify", f.verify,
+                   OptionHelp("With --describe: also read every payload and "
+                              "verify its checksums (slow for big artifacts)"))
+          ->group(artifact);
+
+  const std::string writing =
+      "Writing (with --set-kvcache-num-blocks or --set-memory-budget)";
+  f.output_dir_opt =
+      app.add_option("--output-dir", f.output_dir,
+                     OptionHelp("Write a full resized copy to DIR (a new "
+                                "directory) and leave the source untouched"))
+          ->type_name("DIR")
+          ->group(writing);
+  f.replace_opt =
+      app.add_flag("--replace", f.replace,
+                   OptionHelp("With --output-dir: replace an existing DIR "
+                              "atomically"))
+          ->group(writing);
+  f.dry_run_opt =
+      app.add_flag("--dry-run", f.dry_run,
+                   OptionHelp("Compute and report the new count and "
+                              "warnings; write nothing"))
+          ->group(writing);
+  f.expect_opt =
+      app.add_option("--expect", f.expect,
+                     OptionHelp("Compare-and-set: change nothing (exit 1) "
+                                "unless the current count is N"))
+          ->type_name("N")
+          ->check(CheckPositiveInteger)
+          ->group(writing);
+
+  const std::string other = "Connection and output";
+  f.server = std::string(default_server);
+  app.add_option(
+         "--server", f.server,
+         OptionHelp(absl::StrCat("Daemon address: unix:PATH or HOST:PORT "
+                                 "(default: ",
+                                 default_server, ")")))
+      ->type_name("ADDR")
+      ->group(other);
+  app.add_flag("--json", f.json,
+               OptionHelp(
+                   "Print the daemon's reply as JSON (proto field names, every "
+                   "field present)"))
+      ->group(other);
+  app.set_help_flag("-h,--help", "Print this help and exit")->group(other);
+}
+
+absl::Status UsageError(absl::string_view message) {
+  return absl::InvalidArgumentError(message);
+}
+
+// The checks CLI11 cannot express (beyond the operations' exclusions).
+absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
+  CliOptions o;
+  std::string op_flag;
+  if (f.get_opt->count() > 0) {
+    o.operation = Operation::kGet;
+    op_flag = "--get-kvcache-num-blocks";
+  } else if (f.set_opt->count() > 0) {
+    o.operation = Operation::kSet;
+    op_flag = "--set-kvcache-num-blocks";
+  } else if (f.budget_opt->count() > 0) {
+    o.operation = Operation::kFitBudget;
+    op_flag = "--set-memory-budget";
+  } else if (f.describe_opt->count() > 0) {
+    o.operation = Operation::kDescribe;
+    op_flag = "--describe";
+  } else if (f.list_opt->count() > 0) {
+    o.operation = Operation::kList;
+    op_flag = "--list";
+  } else if (f.device_info_opt->count() > 0) {
+    o.operation = Operation::kDeviceInfo;
+    op_flag = "--device-info";
+  } else {
+    return UsageError(
+        "choose one operation: --get-kvcache-num-blocks, "
+        "--set-kvcache-num-blocks N, --set-memory-budget BUDGET, --describe, "
+        "--list or --device-info");
+  }
+
+  bool names_artifact =
+      o.operation != Operation::kList && o.operation != Operation::kDeviceInfo;
+  if (names_artifact && f.model_id_opt->count() == 0) {
+    return UsageError(absl::StrCat(op_flag, " needs --model-id DIR"));
+  }
+  if (!names_artifact && f.model_id_opt->count() > 0) {
+    return UsageError(absl::StrCat("--model-id does not go with ", op_flag));
+  }
+  if (!IsWriter(o.operation)) {
+    for (const CLI::Option* opt :
+         {f.output_dir_opt, f.replace_opt, f.dry_run_opt, f.expect_opt}) {
+      if (opt->count() > 0) {
+        return UsageError(absl::StrCat(
+            opt->get_name(),
+            " goes only with --set-kvcache-num-blocks or --set-memory-budget, "
+            "not with ",
+            op_flag));
+      }
+    }
+  }
+  if (f.replace_opt->count() > 0 && f.output_dir_opt->count() == 0) {
+    return UsageError("--replace needs --output-dir DIR");
+  }
+  if (f.verify_opt->count() > 0 && o.operation != Operation::kDescribe) {
+    return UsageError(
+        absl::StrCat("--verify goes only with --describe, not with ", op_flag));
+  }
+  if (f.model_id_opt->count() > 0 && f.model_id.empty()) {
+    return UsageError("--model-id must not be empty");
+  }
+  if (f.output_dir_opt->count() > 0 && f.output_dir.empty()) {
+    return UsageError("--output-dir must not be empty");
+  }
+  if (o.operation == Operation::kFitBudget && f.budget.empty()) {
+    return UsageError("--set-memory-budget must not be empty");
+  }
+  absl::string_view socket_path = f.server;
+  bool unix_form = absl::ConsumePrefix(&socket_path, "unix:") ||
+                   absl::ConsumePrefix(&socket_path, "unix-abstract:");
+  if (unix_form ? socket_path.empty()
+                : f.server.find(':') == std::string::npos) {
+    return UsageError(absl::StrCat(
+        "--server: expected unix:PATH or HOST:PORT, got '", f.server, "'"));
+  }
+
+  o.server = f.server;
+  o.model_id = f.model_id;
+  o.num_blocks = f.set;
+  o.budget = f.budget;
+  o.output_dir = f.output_dir;
+  o.replace = f.replace;
+  o.dry_run = f.dry_run;
+  if (f.expect_opt->count() > 0) o.expected_current = f.expect;
+  o.verify = f.verify;
+  o.json = f.json;
+  return o;
+}
+
+v1::WriteOptions BuildWriteOptions(const CliOptions& options,
+                                   absl::string_view operation_id) {
+  v1::WriteOptions w;
+  w.set_output_dir(options.output_dir);
+  w.set_replace(options.replace);
+  w.set_dry_run(options.dry_run);
+  if (options.expected_current.has_value()) {
+    w.set_expected_current(*options.expected_current);
+  }
+  w.set_operation_id(std::string(operation_id));
+  return w;
+}
+
+struct Column {
+  std::string header;
+  bool right_aligned = false;
+};
+
+// A table with a header row; columns two spaces apart, no trailing blanks.
+std::string RenderTable(const std::vector<Column>& columns,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const Column& c : columns) widths.push_back(c.header.size());
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  }
+  auto render_row = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t i = 0; i < columns.size(); ++i) {
+      const std::string& cell = i < cells.size() ? cells[i] : "";
+      if (i > 0) line += "  ";
+      int width = static_cast<int>(widths[i]);
+      line += columns[i].right_aligned ? absl::StrFormat("%*s", width, cell)
+                                       : absl::StrFormat("%-*s", width, cell);
+    }
+    return absl::StrCat(absl::StripTrailingAsciiWhitespace(line), "\n");
+  };
+  std::vector<std::string> header;
+  for (const Column& c : columns) header.push_back(c.header);
+  std::string text = render_row(header);
+  for (const auto& row : rows) text += render_row(row);
+  return text;
+}
+
+// "label:" padded so that the values of consecutive lines align.
+std::string Field(absl::string_view label, absl::string_view value) {
+  return absl::StrFormat("%-13s%s\n", absl::StrCat(label, ":"), value);
+}
+
+std::string FormatFit(const v1::FitDetails& fit, uint64_t num_blocks) {
+  std::string line =
+      absl::StrFormat("budget %s: %s GiB per chiplet", fit.budget(),
+                      GiB(fit.budget_per_chiplet()));
+  int limiting = fit.limiting_bucket();
+  if (limiting < 0) {
+    absl::StrAppend(&line, "; the full count of ", fit.num_full_blocks(),
+                    " blocks fits");
+  } else if (limiting < fit.buckets_size()) {
+    const v1::BucketPlan& b = fit.buckets(limiting);
+    absl::StrAppend(
+        &line, absl::StrFormat(
+                   "; limited by node %d chiplet %d: other %s GiB, KV %s "
+                   "GiB at %d blocks, %s GiB per block, headroom %s GiB",
+                   b.node(), b.chiplet(), GiB(b.other_bytes()),
+                   GiB(b.kv_bytes()), num_blocks, GiB(b.kv_bytes_per_block()),
+                   SignedGiB(b.headroom_bytes())));
+  } else {
+    absl::StrAppend(&line, "; limited by bucket #", limiting);
+  }
+  return line + "\n";
+}
+
+}  // namespace
+
+bool IsWriter(Operation operation) {
+  return operation == Operation::kSet || operation == Operation::kFitBudget;
+}
+
+ParsedCommandLine ParseCommandLine(const std::vector<std::string>& args,
+                                   absl::string_view default_server,
+                                   std::ostream& out, std::ostream& err) {
+  CLI::App app(Wrap(kDescription, kHelpWidth), kProgramName);
+  RawFlags flags;
+  DefineFlags(app, flags, default_server);
+  ParsedCommandLine result;
+  // CLI11 consumes its arguments from the back.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    // Help and version requests are "errors" that exit 0.
+    result.exit_code = app.exit(e, out, err) == 0 ? kExitOk : kExitUsage;
+    return result;
+  }
+  absl::StatusOr<CliOptions> options = Validate(flags);
+  if (!options.ok()) {
+    err << FormatUsageError(options.status().message());
+    result.exit_code = kExitUsage;
+    return result;
+  }
+  result.options = *std::move(options);
+  return result;
+}
+
+std::string FormatUsageError(absl::string_view message) {
+  return absl::StrCat(kProgramName, ": ", message, "\n", kRunWithHelp);
+}
+
+bool IsLocalServer(absl::string_view server) {
+  return absl::StartsWith(server, "unix:") ||
+         absl::StartsWith(server, "unix-abstract:");
+}
+
+absl::StatusOr<std::string> ResolveArtifactPath(absl::string_view path,
+                                                absl::string_view server,
+                                                absl::string_view cwd) {
+  if (!IsLocalServer(server) || absl::StartsWith(path, "/")) {
+    return std::string(path);
+  }
+  if (!absl::StartsWith(cwd, "/")) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot make '", path,
+        "' absolute: the working directory is unknown; give an absolute path"));
+  }
+  std::vector<std::string> parts = absl::StrSplit(cwd, '/', absl::SkipEmpty());
+  // The working directory is physical, so ".." right after it is its parent.
+  // Later ".." may follow a symbolic link: they are left for the daemon to
+  // judge.
+  bool leading = true;
+  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    if (part == ".") continue;
+    if (part == ".." && leading) {
+      if (!parts.empty()) parts.pop_back();
+      continue;
+    }
+    leading = false;
+    parts.emplace_back(part);
+  }
+  return absl::StrCat("/", absl::StrJoin(parts, "/"));
+}
+
+absl::StatusOr<CliOptions> ResolvePaths(CliOptions options,
+                                        absl::string_view cwd) {
+  if (!options.model_id.empty()) {
+    absl::StatusOr<std::string> model_id =
+        ResolveArtifactPath(options.model_id, options.server, cwd);
+    if (!model_id.ok()) return model_id.status();
+    options.model_id = *std::move(model_id);
+  }
+  if (!options.output_dir.empty()) {
+    absl::StatusOr<std::string> output_dir =
+        ResolveArtifactPath(options.output_dir, options.server, cwd);
+    if (!output_dir.ok()) return output_dir.status();
+    options.output_dir = *std::move(output_dir);
+  }
+  return options;
+}
+
+v1::GetKvcacheNumBlocksRequest BuildGetRequest(const CliOptions& options) {
+  v1::GetKvcacheNumBlocksRequest request;
+  request.set_artifact(options.model_id);
+  return request;
+}
+
+v1::SetKvcacheNumBlocksRequest BuildSetRequest(const CliOptions& options,
+                                               absl::string_view operation_id) {
+  v1::SetKvcacheNumBlocksRequest request;
+  request.set_artifact(options.model_id);
+  request.set_num_blocks(options.num_blocks);
+  *request.mutable_options() = BuildWriteOptions(options, operation_id);
+  return request;
+}
+
+v1::FitMemoryBudgetRequest BuildFitRequest(const CliOptions& options,
+                                           absl::string_view operation_id) {
+  v1::FitMemoryBudgetRequest request;
+  request.set_artifact(options.model_id);
+  request.set_budget(options.budget);
+  *request.mutable_options() = BuildWriteOptions(options, operation_id);
+  return request;
+}
+
+v1::DescribeArtifactRequest BuildDescribeRequest(const CliOptions& options) {
+  v1::DescribeArtifactRequest request;
+  request.set_artifact(options.model_id);
+  request.set_verify_payload(options.verify);
+  return request;
+}
+
+std::string FormatGet(const v1::GetKvcacheNumBlocksResponse& reply) {
+  return absl::StrCat(reply.kvcache_num_blocks(), "\n");
+}
+
+std::string FormatResize(const v1::ResizeResponse& reply, bool dry_run) {
+  std::string text =
+      absl::StrCat("kvcache_num_blocks: ", reply.previous_num_blocks(), " -> ",
+                   reply.new_num_blocks());
+  if (dry_run) {
+    absl::StrAppend(&text, " (dry run: nothing written)");
+  } else if (!reply.written()) {
+    absl::StrAppend(&text, " (unchanged)");
+  } else if (!reply.output_dir().empty()) {
+    absl::StrAppend(&text, " (written to ", reply.output_dir(), ")");
+  }
+  text += "\n";
+  if (reply.has_fit()) text += FormatFit(reply.fit(), reply.new_num_blocks());
+  return text;
+}
+
+std::string FormatDescribe(const v1::DescribeArtifactResponse& reply) {
+  std::string text = Field("artifact", reply.artifact());
+  text += Field(
+      "model",
+      absl::StrFormat("%s, %s, max_seq_len %d, block size %d, batch %d",
+                      reply.cls_name(), reply.attn_impl(), reply.max_seq_len(),
+                      reply.kvcache_block_size(), reply.batch_size()));
+  std::string npu = absl::StrFormat(
+      "%s, %d node%s x %d chiplet%s", reply.npu(), reply.num_nodes(),
+      reply.num_nodes() == 1 ? "" : "s", reply.chiplets_per_node(),
+      reply.chiplets_per_node() == 1 ? "" : "s");
+  if (!reply.dram_source().empty()) {
+    absl::StrAppend(&npu, " (DRAM: ", reply.dram_source(), ")");
+  }
+  text += Field("npu", npu);
+  text += Field("kv blocks",
+                absl::StrFormat(
+                    "current %d, compiled %d, full %d, min %d, max fitting %d",
+                    reply.kvcache_num_blocks(), reply.compiled_num_blocks(),
+                    reply.num_full_blocks(), reply.num_min_blocks(),
+                    reply.max_fitting_num_blocks()));
+  text += Field("kv tensors", absl::StrFormat("%d resizable, %d fixed",
+                                              reply.resizable_kv_tensors(),
+                                              reply.fixed_kv_tensors()));
+  std::vector<std::string> graphs;
+  uint64_t file_bytes = 0;
+  for (const v1::GraphInfo& g : reply.graphs()) {
+    graphs.push_back(g.compiled_model_name());
+    file_bytes += g.file_bytes();
+  }
+  text += Field("graphs",
+                absl::StrFormat("%s (%s GiB in files)",
+                                absl::StrJoin(graphs, ", "), GiB(file_bytes)));
+  absl::StrAppend(&text, "\nmemory per node and chiplet in GiB, KV at ",
+                  reply.kvcache_num_blocks(), " blocks:\n");
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::BucketPlan& b : reply.buckets()) {
+    rows.push_back({absl::StrCat(b.node()), absl::StrCat(b.chiplet()),
+                    GiB(b.available_bytes()), GiB(b.other_bytes()),
+                    GiB(b.kv_bytes()), GiB(b.kv_bytes_per_block()),
+                    SignedGiB(b.headroom_bytes())});
+  }
+  text += RenderTable({{"NODE", true},
+                       {"CHIPLET", true},
+                       {"AVAILABLE", true},
+                       {"OTHER", true},
+                       {"KV", true},
+                       {"PER BLOCK", true},
+                       {"HEADROOM", true}},
+                      rows);
+  return text;
+}
+
+std::string FormatList(const v1::ListArtifactsResponse& reply) {
+  std::string text = absl::StrCat("store: ", reply.store(), "\n");
+  if (reply.artifacts_size() == 0) return text + "(no artifacts)\n";
+  bool any_error = std::any_of(
+      reply.artifacts().begin(), reply.artifacts().end(),
+      [](const v1::ArtifactSummary& a) { return !a.error().empty(); });
+  std::vector<Column> columns = {
+      {"ARTIFACT"}, {"BLOCKS", true}, {"NPU"}, {"NODES", true}, {"CLASS"}};
+  if (any_error) columns.push_back({"ERROR"});
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::ArtifactSummary& a : reply.artifacts()) {
+    if (!a.error().empty()) {
+      rows.push_back({a.artifact(), "-", "-", "-", "-", a.error()});
+      continue;
+    }
+    rows.push_back({a.artifact(), absl::StrCat(a.kvcache_num_blocks()), a.npu(),
+                    absl::StrCat(a.num_nodes()), a.cls_name()});
+  }
+  return text + RenderTable(columns, rows);
+}
+
+std::string FormatDeviceInfo(const v1::GetDeviceInfoResponse& reply) {
+  std::string text = absl::StrCat("source: ", reply.source(), "\n");
+  if (reply.devices_size() == 0) return text + "(no devices)\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::Device& d : reply.devices()) {
+    rows.push_back({d.index() < 0 ? "-" : absl::StrCat(d.index()), d.name(),
+                    d.family(), d.device_node().empty() ? "-" : d.device_node(),
+                    GiB(d.total_bytes()), GiB(d.used_bytes()),
+                    GiB(d.available_bytes()), absl::StrCat(d.chiplets()),
+                    d.source()});
+  }
+  return text + RenderTable({{"INDEX", true},
+                             {"NAME"},
+                             {"FAMILY"},
+                             {"DEVICE"},
+                             {"TOTAL GiB", true},
+                             {"USED GiB", true},
+                             {"AVAILABLE GiB", true},
+                             {"CHIPLETS", true},
+                             {"SOURCE"}},
+                            rows);
+}
+
+absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& reply) {
+  google::protobuf::util::JsonPrintOptions print;
+  print.preserve_proto_field_names = true;
+  print.always_print_primitive_fields = true;
+  std::string json;
+  auto status =
+      google::protobuf::util::MessageToJsonString(reply, &json, print);
+  if (!status.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot print the reply as JSON: ", status.ToString()));
+  }
+  return json + "\n";
+}
+
+std::string FormatWarnings(
+    const google::protobuf::RepeatedPtrField<std::string>& warnings) {
+  std::string text;
+  for (const std::string& w : warnings)
+    absl::StrAppend(&text, "warning: ", w, "\n");
+  return text;
+}
+
+std::string FormatError(const absl::Status& status) {
+  return absl::StrCat(kProgramName, ": error (",
+                      absl::StatusCodeToString(status.code()),
+                      "): ", status.message(), "\n");
+}
+
+std::string FormatUnreachable(absl::string_view server) {
+  return absl::StrCat(kProgramName, ": cannot reach rbln-artifactd at ", server,
+                      ". Start it with: rbln-artifactd --store DIR --listen ",
+                      server,
+                      "\n(or give --server ADDR of a running daemon)\n");
+}
+
+std::string FormatProgressBar(uint64_t bytes_done, uint64_t bytes_total) {
+  constexpr int kWidth = 30;
+  double fraction =
+      bytes_total == 0
+          ? 0.0
+          : std::min(1.0, static_cast<double>(bytes_done) / bytes_total);
+  int filled = static_cast<int>(fraction * kWidth);
+  return absl::StrFormat(
+      "\r[%s%s] %3d%%  %s / %s GiB", std::string(filled, '#'),
+      std::string(kWidth - filled, '.'), static_cast<int>(fraction * 100),
+      GiB(bytes_done), GiB(bytes_total));
+}
+
+}  // namespace rbln::client

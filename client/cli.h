@@ -1,0 +1,137 @@
+// The command line of `rbln-artifact`, the thin client of rbln-artifactd
+// (DESIGN §8): its flags (those of optimum-rbln-cli, plus a few of its own),
+// their validation, the requests they turn into, and the text printed for the
+// replies. Nothing here talks to a server (run.h does), so all of it is tested
+// without one.
+//
+// Thread-safe: pure functions.
+#ifndef RBLN_CLIENT_CLI_H_
+#define RBLN_CLIENT_CLI_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/repeated_ptr_field.h"
+#include "rbln/artifact/v1/artifact_service.pb.h"
+
+namespace rbln::client {
+
+// Process exit codes (documented in --help).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;  // the daemon refused or failed
+inline constexpr int kExitUsage = 2;   // bad command line; nothing was sent
+inline constexpr int kExitUnreachable = 3;  // no daemon at the address
+
+enum class Operation {
+  kGet,         // --get-kvcache-num-blocks
+  kSet,         // --set-kvcache-num-blocks N
+  kFitBudget,   // --set-memory-budget BUDGET
+  kDescribe,    // --describe
+  kList,        // --list
+  kDeviceInfo,  // --device-info
+};
+
+// True for the two operations that change artifacts.
+bool IsWriter(Operation operation);
+
+// A validated command line.
+struct CliOptions {
+  Operation operation = Operation::kGet;
+  std::string server;       // unix:PATH or HOST:PORT
+  std::string model_id;     // kGet, kSet, kFitBudget, kDescribe
+  uint64_t num_blocks = 0;  // kSet
+  std::string budget;       // kFitBudget
+  // Writers only.
+  std::string output_dir;  // empty: in place
+  bool replace = false;
+  bool dry_run = false;
+  std::optional<uint64_t> expected_current;
+  bool verify = false;  // kDescribe only
+  bool json = false;
+};
+
+// What ParseCommandLine decided: options to run, or an exit code when there
+// is nothing to run (--help printed: kExitOk; a usage error: kExitUsage).
+struct ParsedCommandLine {
+  std::optional<CliOptions> options;
+  int exit_code = kExitOk;
+};
+
+// Parses and validates `args` (without the program name). Help goes to `out`,
+// usage errors (naming the offending flags) to `err`. `default_server` is what
+// --server defaults to (rbln::DefaultServerAddress() in the binary).
+ParsedCommandLine ParseCommandLine(const std::vector<std::string>& args,
+                                   absl::string_view default_server,
+                                   std::ostream& out, std::ostream& err);
+
+// The line printed for a usage error found after parsing, in the same form as
+// the parser's own: "rbln-artifact: MESSAGE\nRun with --help ...\n".
+std::string FormatUsageError(absl::string_view message);
+
+// True when `server` names a Unix socket ("unix:PATH", "unix-abstract:NAME"):
+// the daemon runs on this host and shares its file system.
+bool IsLocalServer(absl::string_view server);
+
+// How an artifact path is sent (DESIGN §8): to a local daemon a relative path
+// is made absolute against `cwd` (a physical path, as getcwd() returns), with
+// "." components dropped and leading ".." resolved against `cwd`; to a remote
+// one it is sent as given (relative to the store root). Absolute paths are
+// sent as given. An empty `cwd` when one is needed is an error.
+absl::StatusOr<std::string> ResolveArtifactPath(absl::string_view path,
+                                                absl::string_view server,
+                                                absl::string_view cwd);
+
+// `options` with --model-id and --output-dir resolved by ResolveArtifactPath.
+absl::StatusOr<CliOptions> ResolvePaths(CliOptions options,
+                                        absl::string_view cwd);
+
+// Requests. `operation_id` (may be empty) names the write for
+// GetWriteProgress.
+rbln::artifact::v1::GetKvcacheNumBlocksRequest BuildGetRequest(
+    const CliOptions& options);
+rbln::artifact::v1::SetKvcacheNumBlocksRequest BuildSetRequest(
+    const CliOptions& options, absl::string_view operation_id);
+rbln::artifact::v1::FitMemoryBudgetRequest BuildFitRequest(
+    const CliOptions& options, absl::string_view operation_id);
+rbln::artifact::v1::DescribeArtifactRequest BuildDescribeRequest(
+    const CliOptions& options);
+
+// Human output (stdout).
+// The bare count and a newline, as optimum-rbln-cli prints it.
+std::string FormatGet(const rbln::artifact::v1::GetKvcacheNumBlocksResponse&);
+// "kvcache_num_blocks: OLD -> NEW" with a suffix for dry runs, no-ops and
+// output directories; for a budget fit a second line with the budget and
+// the bucket that limited the count.
+std::string FormatResize(const rbln::artifact::v1::ResizeResponse& reply,
+                         bool dry_run);
+std::string FormatDescribe(
+    const rbln::artifact::v1::DescribeArtifactResponse& reply);
+std::string FormatList(const rbln::artifact::v1::ListArtifactsResponse& reply);
+std::string FormatDeviceInfo(
+    const rbln::artifact::v1::GetDeviceInfoResponse& reply);
+
+// Machine output (stdout): the reply as one line of JSON with proto field
+// names and every field present.
+absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& reply);
+
+// Diagnostics (stderr).
+// One "warning: ..." line per warning.
+std::string FormatWarnings(
+    const google::protobuf::RepeatedPtrField<std::string>& warnings);
+// "rbln-artifact: error (CODE_NAME): message".
+std::string FormatError(const absl::Status& status);
+// The daemon is not listening at `server`: says so and how to start it.
+std::string FormatUnreachable(absl::string_view server);
+// "\r[#####.....]  45%  1.20 / 2.60 GiB" (no newline: redrawn in place).
+std::string FormatProgressBar(uint64_t bytes_done, uint64_t bytes_total);
+
+}  // namespace rbln::client
+
+#endif  // RBLN_CLIENT_CLI_H_

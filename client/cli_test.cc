@@ -1,0 +1,578 @@
+#include "client/cli.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace rbln::client {
+namespace {
+
+namespace v1 = ::rbln::artifact::v1;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kUnix[] = "unix:/run/test-artifactd.sock";
+constexpr char kCwd[] = "/store/team";
+
+struct Parsed {
+  ParsedCommandLine result;
+  std::string out;
+  std::string err;
+};
+
+Parsed Parse(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  Parsed p;
+  p.result = ParseCommandLine(args, kUnix, out, err);
+  p.out = out.str();
+  p.err = err.str();
+  return p;
+}
+
+CliOptions ParseOk(const std::vector<std::string>& args) {
+  Parsed p = Parse(args);
+  EXPECT_TRUE(p.result.options.has_value()) << p.err;
+  EXPECT_EQ(p.err, "");
+  return p.result.options.value_or(CliOptions());
+}
+
+template <typename Message>
+Message FromText(const std::string& text) {
+  Message m;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &m)) << text;
+  return m;
+}
+
+MATCHER_P(EqualsProto, expected, "") {
+  std::string diff;
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.ReportDifferencesToString(&diff);
+  if (differencer.Compare(arg, expected)) return true;
+  *result_listener << diff;
+  return false;
+}
+
+// --- Usage errors: refused before any connection, exit 2, flags named. ---
+
+struct UsageCase {
+  std::vector<std::string> args;
+  std::vector<std::string> message_parts;  // all must appear on stderr
+};
+
+class UsageErrorTest : public ::testing::TestWithParam<UsageCase> {};
+
+TEST_P(UsageErrorTest, RefusedWithExitTwoAndNamesTheFlags) {
+  Parsed p = Parse(GetParam().args);
+  EXPECT_FALSE(p.result.options.has_value());
+  EXPECT_EQ(p.result.exit_code, kExitUsage);
+  EXPECT_EQ(p.out, "");
+  EXPECT_THAT(p.err, HasSubstr("rbln-artifact: "));
+  EXPECT_THAT(p.err, HasSubstr("Run with --help"));
+  for (const std::string& part : GetParam().message_parts) {
+    EXPECT_THAT(p.err, HasSubstr(part));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Flags, UsageErrorTest,
+    ::testing::Values(
+        // No operation.
+        UsageCase{{}, {"choose one operation"}},
+        UsageCase{{"--model-id", "a"}, {"choose one operation"}},
+        UsageCase{{"--output-dir", "o", "--model-id", "a"},
+                  {"choose one operation"}},
+        // Two operations (CLI11 excludes).
+        UsageCase{{"--get-kvcache-num-blocks", "--set-kvcache-num-blocks", "8",
+                   "--model-id", "a"},
+                  {"--get-kvcache-num-blocks", "excludes",
+                   "--set-kvcache-num-blocks"}},
+        UsageCase{
+            {"--set-kvcache-num-blocks", "8", "--set-memory-budget", "0.8",
+             "--model-id", "a"},
+            {"--set-kvcache-num-blocks", "excludes", "--set-memory-budget"}},
+        UsageCase{{"--get-kvcache-num-blocks", "--set-memory-budget", "0.8",
+                   "--model-id", "a"},
+                  {"--get-kvcache-num-blocks", "--set-memory-budget"}},
+        UsageCase{{"--describe", "--list"}, {"--describe", "--list"}},
+        UsageCase{{"--list", "--device-info"}, {"--list", "--device-info"}},
+        UsageCase{{"--get-kvcache-num-blocks", "--describe", "--model-id", "a"},
+                  {"--get-kvcache-num-blocks", "--describe"}},
+        // --model-id missing, or given where it means nothing.
+        UsageCase{{"--get-kvcache-num-blocks"},
+                  {"--get-kvcache-num-blocks needs --model-id"}},
+        UsageCase{{"--set-kvcache-num-blocks", "8"},
+                  {"--set-kvcache-num-blocks needs --model-id"}},
+        UsageCase{{"--set-memory-budget", "0.8"},
+                  {"--set-memory-budget needs --model-id"}},
+        UsageCase{{"--describe"}, {"--describe needs --model-id"}},
+        UsageCase{{"--list", "--model-id", "a"},
+                  {"--model-id does not go with --list"}},
+        UsageCase{{"--device-info", "--model-id", "a"},
+                  {"--model-id does not go with --device-info"}},
+        UsageCase{{"--get-kvcache-num-blocks", "--model-id", ""},
+                  {"--model-id must not be empty"}},
+        // Writer-only flags without a writer.
+        UsageCase{{"--get-kvcache-num-blocks", "--model-id", "a",
+                   "--output-dir", "b"},
+                  {"--output-dir goes only with --set-kvcache-num-blocks or "
+                   "--set-memory-budget",
+                   "not with --get-kvcache-num-blocks"}},
+        UsageCase{{"--describe", "--model-id", "a", "--dry-run"},
+                  {"--dry-run goes only with", "not with --describe"}},
+        UsageCase{{"--list", "--replace"}, {"--replace goes only with"}},
+        UsageCase{{"--device-info", "--expect", "3"},
+                  {"--expect goes only with"}},
+        UsageCase{
+            {"--set-kvcache-num-blocks", "8", "--model-id", "a", "--replace"},
+            {"--replace needs --output-dir"}},
+        UsageCase{{"--set-kvcache-num-blocks", "8", "--model-id", "a",
+                   "--output-dir", ""},
+                  {"--output-dir must not be empty"}},
+        UsageCase{
+            {"--set-kvcache-num-blocks", "8", "--model-id", "a", "--verify"},
+            {"--verify goes only with --describe"}},
+        // N must be a positive integer.
+        UsageCase{{"--set-kvcache-num-blocks", "0", "--model-id", "a"},
+                  {"--set-kvcache-num-blocks",
+                   "N must be a positive integer, got '0'"}},
+        UsageCase{{"--set-kvcache-num-blocks", "abc", "--model-id", "a"},
+                  {"--set-kvcache-num-blocks",
+                   "N must be a positive integer, got 'abc'"}},
+        UsageCase{{"--set-kvcache-num-blocks", "-4", "--model-id", "a"},
+                  {"--set-kvcache-num-blocks"}},
+        UsageCase{{"--set-kvcache-num-blocks", "1.5", "--model-id", "a"},
+                  {"got '1.5'"}},
+        UsageCase{{"--set-kvcache-num-blocks", "99999999999999999999",
+                   "--model-id", "a"},
+                  {"N must be a positive integer"}},
+        UsageCase{{"--set-kvcache-num-blocks", "--model-id", "a"},
+                  {"--set-kvcache-num-blocks"}},
+        UsageCase{
+            {"--set-memory-budget", "0.8", "--model-id", "a", "--expect", "0"},
+            {"--expect", "N must be a positive integer, got '0'"}},
+        UsageCase{{"--set-memory-budget", "", "--model-id", "a"},
+                  {"--set-memory-budget must not be empty"}},
+        // Server address, unknown flags, stray arguments.
+        UsageCase{{"--list", "--server", "localhost"},
+                  {"--server: expected unix:PATH or HOST:PORT, got "
+                   "'localhost'"}},
+        UsageCase{{"--list", "--server", "unix:"}, {"--server"}},
+        UsageCase{{"--list", "--get"}, {"--get"}},
+        UsageCase{{"--list", "stray"}, {"stray"}}));
+
+// --- Help. ---
+
+TEST(HelpTest, DocumentsEveryFlagTheExamplesAndExitCodes) {
+  Parsed p = Parse({"--help"});
+  EXPECT_FALSE(p.result.options.has_value());
+  EXPECT_EQ(p.result.exit_code, kExitOk);
+  EXPECT_EQ(p.err, "");
+  for (const char* flag :
+       {"--get-kvcache-num-blocks", "--set-kvcache-num-blocks N",
+        "--set-memory-budget BUDGET", "--model-id DIR", "--output-dir DIR",
+        "--server ADDR", "--json", "--dry-run", "--replace", "--expect N",
+        "--describe", "--list", "--device-info", "--verify", "--help"}) {
+    EXPECT_THAT(p.out, HasSubstr(flag));
+  }
+  EXPECT_THAT(p.out, HasSubstr(kUnix));  // the default server
+  EXPECT_THAT(p.out,
+              HasSubstr("rbln-artifact --get-kvcache-num-blocks --model-id "
+                        "./my_artifact\n"));
+  EXPECT_THAT(p.out, HasSubstr("rbln-artifact --set-kvcache-num-blocks 128 "
+                               "--model-id ./my_artifact\n"));
+  EXPECT_THAT(p.out, HasSubstr("rbln-artifact --set-memory-budget 0.8 "
+                               "--model-id ./my_artifact\n"));
+  EXPECT_THAT(p.out, HasSubstr("rbln-artifact --set-memory-budget 10GB "
+                               "--model-id ./my_artifact --output-dir "
+                               "./my_artifact_10gb\n"));
+  EXPECT_THAT(p.out, HasSubstr("Exit codes:"));
+  EXPECT_THAT(p.out, HasSubstr("  3  cannot connect to the daemon"));
+  // The exclusions are summed up in the group title, not on every line.
+  EXPECT_THAT(p.out, HasSubstr("Operations (exactly one)"));
+  EXPECT_THAT(p.out, Not(HasSubstr("Excludes")));
+}
+
+// --- Valid command lines and the requests they make. ---
+
+TEST(ParseTest, DefaultsToTheGivenServer) {
+  CliOptions o = ParseOk({"--list"});
+  EXPECT_EQ(o.operation, Operation::kList);
+  EXPECT_EQ(o.server, kUnix);
+  EXPECT_FALSE(o.json);
+}
+
+TEST(ParseTest, GetOverUnixSocketMakesTheModelIdAbsolute) {
+  CliOptions o = ParseOk(
+      {"--get-kvcache-num-blocks", "--model-id", "./my_artifact", "--json"});
+  EXPECT_EQ(o.operation, Operation::kGet);
+  EXPECT_TRUE(o.json);
+  absl::StatusOr<CliOptions> resolved = ResolvePaths(o, kCwd);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_THAT(BuildGetRequest(*resolved),
+              EqualsProto(FromText<v1::GetKvcacheNumBlocksRequest>(
+                  R"pb(artifact: "/store/team/my_artifact")pb")));
+}
+
+TEST(ParseTest, SetOverUnixSocketResolvesBothPaths) {
+  CliOptions o =
+      ParseOk({"--set-kvcache-num-blocks", "128", "--model-id", "llama/",
+               "--output-dir", "../out//llama-128", "--replace", "--expect",
+               "64", "--server", "unix:/tmp/d.sock"});
+  EXPECT_EQ(o.operation, Operation::kSet);
+  absl::StatusOr<CliOptions> resolved = ResolvePaths(o, kCwd);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_THAT(BuildSetRequest(*resolved, "op-1"),
+              EqualsProto(FromText<v1::SetKvcacheNumBlocksRequest>(R"pb(
+                artifact: "/store/team/llama"
+                num_blocks: 128
+                options {
+                  output_dir: "/store/out/llama-128"
+                  replace: true
+                  expected_current: 64
+                  operation_id: "op-1"
+                }
+              )pb")));
+}
+
+TEST(ParseTest, FitOverTcpKeepsPathsAsGiven) {
+  CliOptions o = ParseOk({"--set-memory-budget", "10GB", "--model-id",
+                          "./my_artifact", "--output-dir", "./my_artifact_10gb",
+                          "--dry-run", "--server", "npu-host:50051"});
+  EXPECT_EQ(o.operation, Operation::kFitBudget);
+  absl::StatusOr<CliOptions> resolved = ResolvePaths(o, kCwd);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  v1::FitMemoryBudgetRequest request = BuildFitRequest(*resolved, "");
+  EXPECT_THAT(request, EqualsProto(FromText<v1::FitMemoryBudgetRequest>(R"pb(
+                artifact: "./my_artifact"
+                budget: "10GB"
+                options { output_dir: "./my_artifact_10gb" dry_run: true }
+              )pb")));
+  // No compare-and-set unless asked.
+  EXPECT_FALSE(request.options().has_expected_current());
+}
+
+TEST(ParseTest, AbsolutePathsAreSentAsGiven) {
+  CliOptions o =
+      ParseOk({"--describe", "--verify", "--model-id", "/srv/store/a/../b"});
+  absl::StatusOr<CliOptions> resolved = ResolvePaths(o, kCwd);
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_THAT(BuildDescribeRequest(*resolved),
+              EqualsProto(FromText<v1::DescribeArtifactRequest>(R"pb(
+                artifact: "/srv/store/a/../b"
+                verify_payload: true
+              )pb")));
+}
+
+TEST(ParseTest, EveryOperationAlone) {
+  EXPECT_EQ(ParseOk({"--device-info"}).operation, Operation::kDeviceInfo);
+  EXPECT_EQ(ParseOk({"--list", "--json"}).operation, Operation::kList);
+  EXPECT_EQ(ParseOk({"--describe", "--model-id", "a"}).operation,
+            Operation::kDescribe);
+}
+
+TEST(ResolveArtifactPathTest, Cases) {
+  struct Case {
+    const char* path;
+    const char* server;
+    const char* expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"a", kUnix, "/store/team/a"},
+           {"./a/./b/", kUnix, "/store/team/a/b"},
+           {"..", kUnix, "/store"},
+           {"../../x", kUnix, "/x"},
+           {"../../../../x", kUnix, "/x"},
+           // A ".." after a named component may cross a symbolic link: the
+           // daemon judges it.
+           {"a/../b", kUnix, "/store/team/a/../b"},
+           {"/abs/a", kUnix, "/abs/a"},
+           {"a", "unix-abstract:rbln", "/store/team/a"},
+           {"./a", "localhost:50051", "./a"},
+           {"../a", "dns:///npu:50051", "../a"},
+           {"/abs/a", "localhost:50051", "/abs/a"},
+       }) {
+    absl::StatusOr<std::string> got =
+        ResolveArtifactPath(c.path, c.server, kCwd);
+    ASSERT_TRUE(got.ok()) << c.path << ": " << got.status();
+    EXPECT_EQ(*got, c.expected) << c.path << " via " << c.server;
+  }
+}
+
+TEST(ResolveArtifactPathTest, RelativePathWithoutWorkingDirectoryFails) {
+  absl::StatusOr<std::string> got = ResolveArtifactPath("a", kUnix, "");
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(got.status().message(), HasSubstr("give an absolute path"));
+  // Not needed for an absolute path or over TCP.
+  EXPECT_TRUE(ResolveArtifactPath("/a", kUnix, "").ok());
+  EXPECT_TRUE(ResolveArtifactPath("a", "h:1", "").ok());
+}
+
+TEST(IsLocalServerTest, UnixSocketsAreLocal) {
+  EXPECT_TRUE(IsLocalServer("unix:/run/x.sock"));
+  EXPECT_TRUE(IsLocalServer("unix-abstract:x"));
+  EXPECT_FALSE(IsLocalServer("localhost:50051"));
+  EXPECT_FALSE(IsLocalServer("[::1]:50051"));
+}
+
+// --- Output. ---
+
+TEST(FormatTest, GetPrintsTheBareNumber) {
+  v1::GetKvcacheNumBlocksResponse reply;
+  reply.set_kvcache_num_blocks(128);
+  reply.set_compiled_num_blocks(256);
+  EXPECT_EQ(FormatGet(reply), "128\n");
+}
+
+TEST(FormatTest, ResizeLines) {
+  v1::ResizeResponse reply;
+  reply.set_previous_num_blocks(64);
+  reply.set_new_num_blocks(128);
+  reply.set_written(true);
+  EXPECT_EQ(FormatResize(reply, false), "kvcache_num_blocks: 64 -> 128\n");
+  EXPECT_EQ(FormatResize(reply, /*dry_run=*/true),
+            "kvcache_num_blocks: 64 -> 128 (dry run: nothing written)\n");
+  reply.set_output_dir("team/llama-128");
+  EXPECT_EQ(FormatResize(reply, false),
+            "kvcache_num_blocks: 64 -> 128 (written to team/llama-128)\n");
+
+  v1::ResizeResponse unchanged;
+  unchanged.set_previous_num_blocks(64);
+  unchanged.set_new_num_blocks(64);
+  unchanged.set_written(false);
+  EXPECT_EQ(FormatResize(unchanged, false),
+            "kvcache_num_blocks: 64 -> 64 (unchanged)\n");
+}
+
+TEST(FormatTest, FitNamesTheBudgetAndTheLimitingBucket) {
+  v1::ResizeResponse reply = FromText<v1::ResizeResponse>(R"pb(
+    previous_num_blocks: 16
+    new_num_blocks: 35
+    written: true
+    fit {
+      budget: "80%"
+      budget_per_chiplet: 13509110579
+      num_full_blocks: 64
+      buckets {
+        node: 0
+        chiplet: 0
+        available_bytes: 13509110579
+        other_bytes: 3221225472
+        kv_bytes: 9395240960
+        kv_bytes_per_block: 268435456
+        headroom_bytes: 892644147
+      }
+      buckets {
+        node: 1
+        chiplet: 0
+        available_bytes: 13509110579
+        other_bytes: 4026531840
+        kv_bytes: 9395240960
+        kv_bytes_per_block: 268435456
+        headroom_bytes: 87337779
+      }
+      limiting_bucket: 1
+      dram_source: "spec table"
+    }
+  )pb");
+  std::vector<std::string> lines =
+      absl::StrSplit(FormatResize(reply, false), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "kvcache_num_blocks: 16 -> 35");
+  EXPECT_EQ(lines[1],
+            "budget 80%: 12.58 GiB per chiplet; limited by node 1 chiplet 0: "
+            "other 3.75 GiB, KV 8.75 GiB at 35 blocks, 0.25 "
+            "GiB per block, headroom 0.08 GiB");
+
+  reply.mutable_fit()->set_limiting_bucket(-1);
+  reply.set_new_num_blocks(64);
+  EXPECT_THAT(FormatResize(reply, true),
+              HasSubstr("the full count of 64 blocks fits\n"));
+}
+
+TEST(FormatTest, DescribeTable) {
+  v1::DescribeArtifactResponse reply =
+      FromText<v1::DescribeArtifactResponse>(R"pb(
+        artifact: "team/llama"
+        cls_name: "RBLNLlamaForCausalLM"
+        npu: "RBLN-CA12"
+        num_nodes: 2
+        chiplets_per_node: 1
+        attn_impl: "flash_attn"
+        max_seq_len: 8192
+        kvcache_block_size: 4096
+        batch_size: 1
+        kvcache_num_blocks: 2
+        compiled_num_blocks: 2
+        num_full_blocks: 2
+        num_min_blocks: 2
+        resizable_kv_tensors: 64
+        fixed_kv_tensors: 0
+        graphs {
+          compiled_model_name: "prefill"
+          file_name: "prefill.rbln"
+          file_bytes: 1073741824
+        }
+        graphs {
+          compiled_model_name: "decoder_batch_1"
+          file_name: "decoder_batch_1.rbln"
+          file_bytes: 1073741824
+        }
+        buckets {
+          node: 0
+          chiplet: 0
+          available_bytes: 16877879296
+          other_bytes: 4294967296
+          kv_bytes: 2147483648
+          kv_bytes_per_block: 1073741824
+          headroom_bytes: 10435428352
+        }
+        buckets {
+          node: 1
+          chiplet: 0
+          available_bytes: 16877879296
+          other_bytes: 16106127360
+          kv_bytes: 2147483648
+          kv_bytes_per_block: 1073741824
+          headroom_bytes: -1375731712
+        }
+        max_fitting_num_blocks: 9
+        dram_source: "spec table"
+      )pb");
+  std::string text = FormatDescribe(reply);
+  EXPECT_THAT(text, HasSubstr("artifact:    team/llama\n"));
+  EXPECT_THAT(text, HasSubstr("npu:         RBLN-CA12, 2 nodes x 1 chiplet "
+                              "(DRAM: spec table)\n"));
+  EXPECT_THAT(text, HasSubstr("current 2, compiled 2, full 2, min 2, max "
+                              "fitting 9\n"));
+  EXPECT_THAT(text, HasSubstr("RBLNLlamaForCausalLM, flash_attn, max_seq_len "
+                              "8192, block size 4096, batch 1"));
+  EXPECT_THAT(text, HasSubstr("prefill, decoder_batch_1 (2.00 GiB in files)"));
+  EXPECT_THAT(text, HasSubstr("KV at 2 blocks"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(
+          "NODE  CHIPLET  AVAILABLE  OTHER    KV  PER BLOCK  HEADROOM\n"
+          "   0        0      15.72   4.00  2.00       1.00      9.72\n"
+          "   1        0      15.72  15.00  2.00       1.00     -1.28\n"));
+}
+
+TEST(FormatTest, ListTableShowsErrorsOnlyWhenThereAreSome) {
+  v1::ListArtifactsResponse reply = FromText<v1::ListArtifactsResponse>(R"pb(
+    store: "/var/lib/rbln-artifactd"
+    artifacts {
+      artifact: "llama"
+      kvcache_num_blocks: 16
+      npu: "RBLN-CA12"
+      num_nodes: 4
+      cls_name: "RBLNLlamaForCausalLM"
+    }
+  )pb");
+  EXPECT_EQ(FormatList(reply),
+            "store: /var/lib/rbln-artifactd\n"
+            "ARTIFACT  BLOCKS  NPU        NODES  CLASS\n"
+            "llama         16  RBLN-CA12      4  RBLNLlamaForCausalLM\n");
+  v1::ArtifactSummary* broken = reply.add_artifacts();
+  broken->set_artifact("old");
+  broken->set_error("legacy rbln_config.json (_meta)");
+  EXPECT_THAT(FormatList(reply),
+              AllOf(HasSubstr("CLASS                 ERROR\n"),
+                    HasSubstr("old            -  -              -  -       "
+                              "              legacy rbln_config.json (_meta)"
+                              "\n")));
+  EXPECT_EQ(FormatList(v1::ListArtifactsResponse()),
+            "store: \n(no artifacts)\n");
+}
+
+TEST(FormatTest, DeviceTable) {
+  v1::GetDeviceInfoResponse reply = FromText<v1::GetDeviceInfoResponse>(R"pb(
+    source: "spec table (no rbln-smi)"
+    devices {
+      index: -1
+      name: "RBLN-CA12"
+      family: "RBLN-CA"
+      total_bytes: 16877879296
+      available_bytes: 16877879296
+      chiplets: 1
+      source: "spec"
+    }
+    devices {
+      index: 0
+      name: "RBLN-CR03"
+      family: "RBLN-CR"
+      device_node: "/dev/rbln0"
+      total_bytes: 150323855360
+      used_bytes: 1073741824
+      available_bytes: 149250113536
+      chiplets: 4
+      source: "probe"
+    }
+  )pb");
+  std::string text = FormatDeviceInfo(reply);
+  EXPECT_THAT(text, HasSubstr("source: spec table (no rbln-smi)\n"));
+  EXPECT_THAT(text, HasSubstr("INDEX  NAME       FAMILY   DEVICE      "
+                              "TOTAL GiB  USED GiB  AVAILABLE GiB  CHIPLETS  "
+                              "SOURCE\n"));
+  EXPECT_THAT(text, HasSubstr("    -  RBLN-CA12  RBLN-CA  -               "
+                              "15.72      0.00          15.72         1  "
+                              "spec\n"));
+  EXPECT_THAT(text, HasSubstr("    0  RBLN-CR03  RBLN-CR  /dev/rbln0     "
+                              "140.00      1.00         139.00         4  "
+                              "probe\n"));
+}
+
+TEST(FormatTest, JsonParsesBackWithProtoNamesAndDefaults) {
+  v1::ResizeResponse reply;
+  reply.set_artifact("llama");
+  reply.set_previous_num_blocks(16);
+  reply.set_new_num_blocks(16);
+  reply.add_warnings("above the compiled count");
+  absl::StatusOr<std::string> json = FormatJson(reply);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(json->back(), '\n');
+  EXPECT_EQ(std::count(json->begin(), json->end(), '\n'), 1);
+  EXPECT_THAT(*json, HasSubstr("\"previous_num_blocks\""));
+  EXPECT_THAT(*json, HasSubstr("\"written\":false"));  // a default, printed
+  v1::ResizeResponse back;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &back).ok());
+  EXPECT_THAT(back, EqualsProto(reply));
+}
+
+TEST(FormatTest, Diagnostics) {
+  google::protobuf::RepeatedPtrField<std::string> warnings;
+  *warnings.Add() = "128 is above the compiled count 64";
+  *warnings.Add() = "does not fit";
+  EXPECT_EQ(FormatWarnings(warnings),
+            "warning: 128 is above the compiled count 64\n"
+            "warning: does not fit\n");
+  EXPECT_EQ(
+      FormatError(absl::FailedPreconditionError("budget fits 1 block")),
+      "rbln-artifact: error (FAILED_PRECONDITION): budget fits 1 block\n");
+  EXPECT_THAT(FormatUnreachable("unix:/run/rbln-artifactd.sock"),
+              HasSubstr("rbln-artifact: cannot reach rbln-artifactd at "
+                        "unix:/run/rbln-artifactd.sock. Start it with: "
+                        "rbln-artifactd --store DIR --listen "
+                        "unix:/run/rbln-artifactd.sock\n"));
+}
+
+TEST(FormatTest, ProgressBar) {
+  uint64_t gib = uint64_t{1} << 30;
+  EXPECT_EQ(FormatProgressBar(0, 2 * gib),
+            "\r[..............................]   0%  0.00 / 2.00 GiB");
+  EXPECT_EQ(FormatProgressBar(gib, 0),
+            "\r[..............................]   0%  1.00 / 0.00 GiB");
+  EXPECT_EQ(FormatProgressBar(gib, 2 * gib),
+            "\r[###############...............]  50%  1.00 / 2.00 GiB");
+  EXPECT_EQ(FormatProgressBar(3 * gib, 2 * gib),
+            "\r[##############################] 100%  3.00 / 2.00 GiB");
+}
+
+}  // namespace
+}  // namespace rbln::client

@@ -1,0 +1,183 @@
+#include "client/run.h"
+
+#include <chrono>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+
+namespace rbln::client {
+namespace {
+
+namespace v1 = ::rbln::artifact::v1;
+
+// A resize of a large artifact copies its payloads: allow it time.
+constexpr std::chrono::hours kWriteDeadline{1};
+constexpr std::chrono::seconds kReadDeadline{60};
+constexpr std::chrono::seconds kProgressDeadline{1};
+constexpr absl::Duration kProgressInterval = absl::Milliseconds(200);
+// Erases the progress bar: back to column 0, clear to the end of the line.
+constexpr char kClearLine[] = "\r\033[K";
+
+template <typename Duration>
+void SetDeadline(grpc::ClientContext& context, Duration timeout) {
+  context.set_deadline(std::chrono::system_clock::now() + timeout);
+}
+
+absl::Status ToAbsl(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+// Prints `reply` as JSON or as `human`; returns the exit code.
+int PrintReply(const google::protobuf::Message& reply, const std::string& human,
+               bool json, std::ostream& out, std::ostream& err) {
+  if (!json) {
+    out << human;
+    return kExitOk;
+  }
+  absl::StatusOr<std::string> text = FormatJson(reply);
+  if (!text.ok()) {
+    err << FormatError(text.status());
+    return kExitFailed;
+  }
+  out << *text;
+  return kExitOk;
+}
+
+using ResizeCall =
+    std::function<grpc::Status(grpc::ClientContext*, v1::ResizeResponse*)>;
+
+// Runs `call`; with an `operation_id`, on a second thread while this one
+// draws the write's progress on `err` until it returns.
+grpc::Status RunWrite(const ResizeCall& call,
+                      v1::ArtifactService::StubInterface& stub,
+                      const std::string& operation_id, std::ostream& err,
+                      v1::ResizeResponse* reply) {
+  grpc::ClientContext context;
+  SetDeadline(context, kWriteDeadline);
+  if (operation_id.empty()) return call(&context, reply);
+
+  grpc::Status status;
+  absl::Notification done;
+  std::thread writer([&] {
+    status = call(&context, reply);
+    done.Notify();
+  });
+  bool drawn = false;
+  v1::GetWriteProgressRequest request;
+  request.set_operation_id(operation_id);
+  while (!done.WaitForNotificationWithTimeout(kProgressInterval)) {
+    grpc::ClientContext progress_context;
+    SetDeadline(progress_context, kProgressDeadline);
+    v1::GetWriteProgressResponse progress;
+    // Progress is a courtesy: a failed poll only skips a redraw.
+    if (stub.GetWriteProgress(&progress_context, request, &progress).ok() &&
+        progress.bytes_total() > 0) {
+      err << FormatProgressBar(progress.bytes_done(), progress.bytes_total())
+          << std::flush;
+      drawn = true;
+    }
+  }
+  writer.join();
+  if (drawn) err << kClearLine << std::flush;
+  return status;
+}
+
+int RunResize(const CliOptions& options,
+              v1::ArtifactService::StubInterface& stub, const RunOptions& run,
+              std::ostream& out, std::ostream& err) {
+  std::string operation_id =
+      run.show_progress && !options.dry_run ? RandomOperationId() : "";
+  ResizeCall call;
+  if (options.operation == Operation::kSet) {
+    v1::SetKvcacheNumBlocksRequest request =
+        BuildSetRequest(options, operation_id);
+    call = [&stub, request](grpc::ClientContext* context,
+                            v1::ResizeResponse* reply) {
+      return stub.SetKvcacheNumBlocks(context, request, reply);
+    };
+  } else {
+    v1::FitMemoryBudgetRequest request = BuildFitRequest(options, operation_id);
+    call = [&stub, request](grpc::ClientContext* context,
+                            v1::ResizeResponse* reply) {
+      return stub.FitMemoryBudget(context, request, reply);
+    };
+  }
+  v1::ResizeResponse reply;
+  grpc::Status status = RunWrite(call, stub, operation_id, err, &reply);
+  if (!status.ok()) {
+    err << FormatError(ToAbsl(status));
+    return kExitFailed;
+  }
+  err << FormatWarnings(reply.warnings());
+  return PrintReply(reply, FormatResize(reply, options.dry_run), options.json,
+                    out, err);
+}
+
+}  // namespace
+
+int RunCommand(const CliOptions& options,
+               v1::ArtifactService::StubInterface& stub, const RunOptions& run,
+               std::ostream& out, std::ostream& err) {
+  if (IsWriter(options.operation)) {
+    return RunResize(options, stub, run, out, err);
+  }
+  grpc::ClientContext context;
+  SetDeadline(context, kReadDeadline);
+  auto finish = [&](const grpc::Status& status,
+                    const google::protobuf::Message& reply,
+                    const std::string& human) {
+    if (!status.ok()) {
+      err << FormatError(ToAbsl(status));
+      return kExitFailed;
+    }
+    return PrintReply(reply, human, options.json, out, err);
+  };
+  switch (options.operation) {
+    case Operation::kGet: {
+      v1::GetKvcacheNumBlocksResponse reply;
+      grpc::Status status =
+          stub.GetKvcacheNumBlocks(&context, BuildGetRequest(options), &reply);
+      return finish(status, reply, FormatGet(reply));
+    }
+    case Operation::kDescribe: {
+      v1::DescribeArtifactResponse reply;
+      grpc::Status status = stub.DescribeArtifact(
+          &context, BuildDescribeRequest(options), &reply);
+      if (status.ok()) err << FormatWarnings(reply.warnings());
+      return finish(status, reply, FormatDescribe(reply));
+    }
+    case Operation::kList: {
+      v1::ListArtifactsResponse reply;
+      grpc::Status status =
+          stub.ListArtifacts(&context, v1::ListArtifactsRequest(), &reply);
+      return finish(status, reply, FormatList(reply));
+    }
+    case Operation::kDeviceInfo: {
+      v1::GetDeviceInfoResponse reply;
+      grpc::Status status =
+          stub.GetDeviceInfo(&context, v1::GetDeviceInfoRequest(), &reply);
+      if (status.ok()) err << FormatWarnings(reply.warnings());
+      return finish(status, reply, FormatDeviceInfo(reply));
+    }
+    case Operation::kSet:
+    case Operation::kFitBudget:
+      break;  // handled above
+  }
+  err << FormatError(absl::InternalError("unknown operation"));
+  return kExitFailed;
+}
+
+std::string RandomOperationId() {
+  std::random_device random;
+  return absl::StrFormat("%08x%08x%08x%08x", random(), random(), random(),
+                         random());
+}
+
+}  // namespace rbln::client

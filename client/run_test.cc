@@ -1,0 +1,285 @@
+#include "client/run.h"
+
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace rbln::client {
+namespace {
+
+namespace v1 = ::rbln::artifact::v1;
+using ::testing::EndsWith;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+// An in-process daemon that records requests and answers with canned replies
+// (or `error` when set).
+class FakeArtifactService final : public v1::ArtifactService::Service {
+ public:
+  grpc::Status GetKvcacheNumBlocks(
+      grpc::ServerContext*, const v1::GetKvcacheNumBlocksRequest* request,
+      v1::GetKvcacheNumBlocksResponse* reply) override {
+    absl::MutexLock lock(&mu_);
+    get_request_ = *request;
+    reply->set_artifact("llama");
+    reply->set_kvcache_num_blocks(128);
+    return error_;
+  }
+
+  grpc::Status SetKvcacheNumBlocks(
+      grpc::ServerContext*, const v1::SetKvcacheNumBlocksRequest* request,
+      v1::ResizeResponse* reply) override {
+    absl::MutexLock lock(&mu_);
+    set_request_ = *request;
+    if (!request->options().operation_id().empty()) {
+      // A long write: report half way until the client has polled twice.
+      bytes_done_ = uint64_t{1} << 30;
+      bytes_total_ = uint64_t{2} << 30;
+      mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](int* polls) { return *polls >= 2; }, &progress_polls_),
+          absl::Seconds(10));
+    }
+    reply->set_artifact("llama");
+    reply->set_previous_num_blocks(64);
+    reply->set_new_num_blocks(request->num_blocks());
+    reply->set_written(!request->options().dry_run());
+    reply->add_warnings("128 is above the compiled count 64");
+    return error_;
+  }
+
+  grpc::Status FitMemoryBudget(grpc::ServerContext*,
+                               const v1::FitMemoryBudgetRequest* request,
+                               v1::ResizeResponse*) override {
+    absl::MutexLock lock(&mu_);
+    fit_request_ = *request;
+    return error_;
+  }
+
+  grpc::Status DescribeArtifact(grpc::ServerContext*,
+                                const v1::DescribeArtifactRequest* request,
+                                v1::DescribeArtifactResponse* reply) override {
+    absl::MutexLock lock(&mu_);
+    describe_request_ = *request;
+    reply->set_artifact("llama");
+    reply->set_npu("RBLN-CA12");
+    reply->add_warnings("a live RBLN-CR03 is not the artifact's RBLN-CA12");
+    return error_;
+  }
+
+  grpc::Status ListArtifacts(grpc::ServerContext*,
+                             const v1::ListArtifactsRequest*,
+                             v1::ListArtifactsResponse* reply) override {
+    absl::MutexLock lock(&mu_);
+    reply->set_store("/srv/store");
+    reply->add_artifacts()->set_artifact("llama");
+    return error_;
+  }
+
+  grpc::Status GetWriteProgress(grpc::ServerContext*,
+                                const v1::GetWriteProgressRequest* request,
+                                v1::GetWriteProgressResponse* reply) override {
+    absl::MutexLock lock(&mu_);
+    progress_ids_.push_back(request->operation_id());
+    reply->set_running(bytes_total_ > 0);
+    reply->set_bytes_done(bytes_done_);
+    reply->set_bytes_total(bytes_total_);
+    if (bytes_total_ > 0) ++progress_polls_;
+    return grpc::Status::OK;
+  }
+
+  void set_error(grpc::Status error) {
+    absl::MutexLock lock(&mu_);
+    error_ = std::move(error);
+  }
+  v1::GetKvcacheNumBlocksRequest get_request() {
+    absl::MutexLock lock(&mu_);
+    return get_request_;
+  }
+  v1::SetKvcacheNumBlocksRequest set_request() {
+    absl::MutexLock lock(&mu_);
+    return set_request_;
+  }
+  v1::FitMemoryBudgetRequest fit_request() {
+    absl::MutexLock lock(&mu_);
+    return fit_request_;
+  }
+  v1::DescribeArtifactRequest describe_request() {
+    absl::MutexLock lock(&mu_);
+    return describe_request_;
+  }
+  std::vector<std::string> progress_ids() {
+    absl::MutexLock lock(&mu_);
+    return progress_ids_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  grpc::Status error_ ABSL_GUARDED_BY(mu_);
+  v1::GetKvcacheNumBlocksRequest get_request_ ABSL_GUARDED_BY(mu_);
+  v1::SetKvcacheNumBlocksRequest set_request_ ABSL_GUARDED_BY(mu_);
+  v1::FitMemoryBudgetRequest fit_request_ ABSL_GUARDED_BY(mu_);
+  v1::DescribeArtifactRequest describe_request_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> progress_ids_ ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_done_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t bytes_total_ ABSL_GUARDED_BY(mu_) = 0;
+  int progress_polls_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class RunCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::ArtifactService::NewStub(
+        server_->InProcessChannel(grpc::ChannelArguments()));
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  // Parses `args` (which must be valid) and runs them against the fake.
+  int Run(const std::vector<std::string>& args, bool show_progress = false) {
+    std::ostringstream parse_out, parse_err;
+    ParsedCommandLine parsed =
+        ParseCommandLine(args, "unix:/run/fake.sock", parse_out, parse_err);
+    EXPECT_TRUE(parsed.options.has_value()) << parse_err.str();
+    if (!parsed.options.has_value()) return -1;
+    absl::StatusOr<CliOptions> options =
+        ResolvePaths(*parsed.options, "/srv/store");
+    EXPECT_TRUE(options.ok()) << options.status();
+    std::ostringstream out, err;
+    int code = RunCommand(*options, *stub_,
+                          RunOptions{.show_progress = show_progress}, out, err);
+    out_ = out.str();
+    err_ = err.str();
+    return code;
+  }
+
+  FakeArtifactService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::ArtifactService::Stub> stub_;
+  std::string out_;
+  std::string err_;
+};
+
+TEST_F(RunCommandTest, GetPrintsTheBareNumber) {
+  EXPECT_EQ(Run({"--get-kvcache-num-blocks", "--model-id", "./llama"}),
+            kExitOk);
+  EXPECT_EQ(out_, "128\n");
+  EXPECT_EQ(err_, "");
+  EXPECT_EQ(service_.get_request().artifact(), "/srv/store/llama");
+}
+
+TEST_F(RunCommandTest, RefusalExitsOneWithTheDaemonsMessage) {
+  service_.set_error(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                  "the budget fits 1 block; the minimum is 2"));
+  EXPECT_EQ(Run({"--set-memory-budget", "1GB", "--model-id", "llama"}),
+            kExitFailed);
+  EXPECT_EQ(out_, "");
+  EXPECT_EQ(err_,
+            "rbln-artifact: error (FAILED_PRECONDITION): the budget fits 1 "
+            "block; the minimum is 2\n");
+  EXPECT_EQ(service_.fit_request().budget(), "1GB");
+}
+
+TEST_F(RunCommandTest, CompareAndSetMismatchIsAborted) {
+  service_.set_error(grpc::Status(grpc::StatusCode::ABORTED,
+                                  "current count is 32, expected 64"));
+  EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama",
+                 "--expect", "64", "--json"}),
+            kExitFailed);
+  EXPECT_EQ(out_, "");
+  EXPECT_THAT(err_, HasSubstr("error (ABORTED): current count is 32"));
+  EXPECT_EQ(service_.set_request().options().expected_current(), 64u);
+}
+
+TEST_F(RunCommandTest, DryRunPrintsTheLineAndWarningsWithoutProgress) {
+  EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama",
+                 "--dry-run"},
+                /*show_progress=*/true),
+            kExitOk);
+  EXPECT_EQ(out_, "kvcache_num_blocks: 64 -> 128 (dry run: nothing written)\n");
+  EXPECT_EQ(err_, "warning: 128 is above the compiled count 64\n");
+  EXPECT_EQ(service_.set_request().options().operation_id(), "");
+  EXPECT_THAT(service_.progress_ids(), IsEmpty());
+}
+
+TEST_F(RunCommandTest, WriteDrawsProgressOnATerminal) {
+  EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama"},
+                /*show_progress=*/true),
+            kExitOk);
+  EXPECT_EQ(out_, "kvcache_num_blocks: 64 -> 128\n");
+  std::string id = service_.set_request().options().operation_id();
+  EXPECT_EQ(id.size(), 32u);
+  EXPECT_TRUE(std::all_of(id.begin(), id.end(), [](char c) {
+    return absl::ascii_isxdigit(static_cast<unsigned char>(c));
+  })) << id;
+  std::vector<std::string> polled = service_.progress_ids();
+  ASSERT_GE(polled.size(), 2u);
+  for (const std::string& p : polled) EXPECT_EQ(p, id);
+  EXPECT_THAT(err_, StartsWith("\r[###############...............]  50%  "
+                               "1.00 / 2.00 GiB"));
+  // The bar is cleared before the warnings are printed.
+  EXPECT_THAT(err_, EndsWith("\r\033[Kwarning: 128 is above the compiled "
+                             "count 64\n"));
+}
+
+TEST_F(RunCommandTest, NoProgressWhenNotATerminal) {
+  EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama",
+                 "--output-dir", "out"}),
+            kExitOk);
+  EXPECT_EQ(service_.set_request().options().operation_id(), "");
+  EXPECT_EQ(service_.set_request().options().output_dir(), "/srv/store/out");
+  EXPECT_THAT(service_.progress_ids(), IsEmpty());
+  EXPECT_EQ(err_, "warning: 128 is above the compiled count 64\n");
+}
+
+TEST_F(RunCommandTest, DescribeSendsVerifyAndPrintsWarnings) {
+  EXPECT_EQ(Run({"--describe", "--verify", "--model-id", "/srv/store/llama"}),
+            kExitOk);
+  EXPECT_TRUE(service_.describe_request().verify_payload());
+  EXPECT_THAT(out_, HasSubstr("artifact:    llama\n"));
+  EXPECT_EQ(err_,
+            "warning: a live RBLN-CR03 is not the artifact's RBLN-CA12\n");
+}
+
+TEST_F(RunCommandTest, JsonForEveryReadParsesBack) {
+  EXPECT_EQ(Run({"--list", "--json"}), kExitOk);
+  v1::ListArtifactsResponse list;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_, &list).ok())
+      << out_;
+  EXPECT_EQ(list.store(), "/srv/store");
+  ASSERT_EQ(list.artifacts_size(), 1);
+  EXPECT_EQ(list.artifacts(0).artifact(), "llama");
+
+  EXPECT_EQ(Run({"--get-kvcache-num-blocks", "--model-id", "llama", "--json"}),
+            kExitOk);
+  v1::GetKvcacheNumBlocksResponse get;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_, &get).ok())
+      << out_;
+  EXPECT_EQ(get.kvcache_num_blocks(), 128u);
+  EXPECT_THAT(out_, HasSubstr("\"num_min_blocks\""));  // defaults printed
+}
+
+TEST_F(RunCommandTest, UnimplementedDeviceInfoIsAFailure) {
+  // The fake does not implement GetDeviceInfo: the stock UNIMPLEMENTED.
+  EXPECT_EQ(Run({"--device-info"}), kExitFailed);
+  EXPECT_THAT(err_, StartsWith("rbln-artifact: error (UNIMPLEMENTED)"));
+}
+
+TEST(RandomOperationIdTest, DiffersEachTime) {
+  EXPECT_NE(RandomOperationId(), RandomOperationId());
+}
+
+}  // namespace
+}  // namespace rbln::client
