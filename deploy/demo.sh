@@ -1,21 +1,53 @@
 #!/usr/bin/env bash
 # The main job, for a fresh Debian 12 machine: installs what is missing,
-# builds, and writes a sample store of synthetic compiled artifacts.
-# (The daemon and client that serve get/set/fit on it are being built; until
-# they land this shows the store and what each artifact holds.)
+# builds, writes a sample store of synthetic compiled artifacts, starts
+# rbln-artifactd on it, runs the seed's four commands and --describe through
+# rbln-artifact, and stops the daemon.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 
 deploy/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$(nproc)"
+bin=$root/build/bin
 
-store="${RBLN_DEMO_STORE:-$PWD/build/demo-store}"
-rm -rf "$store"
-mkdir -p "$store"
-for preset in tiny llama3-8b-ca12-tp4 llama3-70b-cr-tp2 gemma-hybrid-ca12; do
-  build/bin/rbln-artifact-synth --preset "$preset" --out "$store/$preset"
+demo=${RBLN_DEMO_DIR:-$root/build/demo}
+rm -rf "$demo"
+mkdir -p "$demo/store"
+for preset in llama3-8b-ca12-tp4 llama3-70b-cr-tp2 gemma-hybrid-ca12; do
+  "$bin/rbln-artifact-synth" --preset "$preset" --out "$demo/store/$preset"
 done
+mv "$demo/store/llama3-8b-ca12-tp4" "$demo/store/my_artifact"
+
+socket=unix:$demo/rbln-artifactd.sock
+"$bin/rbln-artifactd" --store "$demo/store" --listen "$socket" \
+  2>"$demo/rbln-artifactd.log" &
+daemon=$!
+trap 'kill $daemon 2>/dev/null || true' EXIT
+for _ in $(seq 100); do
+  [ -S "$demo/rbln-artifactd.sock" ] && break
+  sleep 0.1
+done
+
+run() {
+  echo
+  echo "\$ rbln-artifact $*"
+  "$bin/rbln-artifact" --server "$socket" "$@"
+}
+
+cd "$demo/store"
+run --get-kvcache-num-blocks --model-id ./my_artifact
+run --set-kvcache-num-blocks 12 --model-id ./my_artifact
+run --set-memory-budget 0.8 --model-id ./my_artifact
+run --set-memory-budget 10GB --model-id ./my_artifact --output-dir ./my_artifact_10gb
+run --get-kvcache-num-blocks --model-id ./my_artifact_10gb
+run --describe --model-id ./my_artifact
+run --list
+
+kill -TERM $daemon
+wait $daemon
+trap - EXIT
 echo
-echo "sample store: $store"
-ls -l "$store/llama3-8b-ca12-tp4"
+echo "daemon log ($demo/rbln-artifactd.log):"
+cat "$demo/rbln-artifactd.log"

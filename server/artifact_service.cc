@@ -71,6 +71,11 @@ void FillBucket(const BucketFit& b, v1::BucketPlan* out) {
 
 }  // namespace
 
+std::string ArtifactServiceImpl::LogName(const std::string& requested) const {
+  absl::StatusOr<std::string> name = store_->CanonicalName(requested);
+  return name.ok() ? *name : requested;
+}
+
 ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
                                          DramProvider* dram,
                                          int max_concurrent_writes)
@@ -81,7 +86,7 @@ ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
 grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
     grpc::ServerContext*, const v1::GetKvcacheNumBlocksRequest* req,
     v1::GetKvcacheNumBlocksResponse* resp) {
-  RequestLog log("GetKvcacheNumBlocks", req->artifact());
+  RequestLog log("GetKvcacheNumBlocks", LogName(req->artifact()));
   absl::StatusOr<Artifact> artifact = store_->Read(req->artifact());
   if (!artifact.ok()) return log.Finish(artifact.status());
   resp->set_artifact(*store_->CanonicalName(req->artifact()));
@@ -95,7 +100,7 @@ grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
 grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
     grpc::ServerContext* context, const v1::SetKvcacheNumBlocksRequest* req,
     v1::ResizeResponse* resp) {
-  RequestLog log("SetKvcacheNumBlocks", req->artifact());
+  RequestLog log("SetKvcacheNumBlocks", LogName(req->artifact()));
   WriteRequest request;
   request.name = req->artifact();
   request.target = req->num_blocks();
@@ -109,7 +114,7 @@ grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
 grpc::Status ArtifactServiceImpl::FitMemoryBudget(
     grpc::ServerContext* context, const v1::FitMemoryBudgetRequest* req,
     v1::ResizeResponse* resp) {
-  RequestLog log("FitMemoryBudget", req->artifact());
+  RequestLog log("FitMemoryBudget", LogName(req->artifact()));
   absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(req->budget());
   if (!budget.ok()) return log.Finish(budget.status());
   WriteRequest request;
@@ -162,6 +167,7 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
   resp->set_previous_num_blocks(result->previous_num_blocks);
   resp->set_new_num_blocks(result->new_num_blocks);
   resp->set_written(result->written);
+  resp->set_dry_run(request.dry_run);
   for (const std::string& warning : result->warnings) {
     resp->add_warnings(warning);
   }
@@ -183,7 +189,7 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
 grpc::Status ArtifactServiceImpl::DescribeArtifact(
     grpc::ServerContext*, const v1::DescribeArtifactRequest* req,
     v1::DescribeArtifactResponse* resp) {
-  RequestLog log("DescribeArtifact", req->artifact());
+  RequestLog log("DescribeArtifact", LogName(req->artifact()));
   absl::StatusOr<Artifact> artifact =
       store_->Read(req->artifact(), {.verify_payload = req->verify_payload()});
   if (!artifact.ok()) return log.Finish(artifact.status());

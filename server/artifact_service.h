@@ -61,6 +61,9 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
   absl::Status Write(grpc::ServerContext* context, WriteRequest request,
                      const v1::WriteOptions& options, v1::ResizeResponse* resp);
 
+  // The store-relative name for logs (the request's text when invalid).
+  std::string LogName(const std::string& requested) const;
+
   ArtifactStore* const store_;
   DramProvider* const dram_;
   const int max_concurrent_writes_;

@@ -26,6 +26,7 @@
 #include "core/dram.h"
 #include "core/store.h"
 #include "server/artifact_service.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -100,6 +101,8 @@ int main(int argc, char** argv) {
   if (level == spdlog::level::off && log_level != "off") {
     return Fail(kExitUsage, "unknown --log-level " + log_level);
   }
+  // Logs go to stderr (the journal, under systemd); stdout stays quiet.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("rbln-artifactd"));
   spdlog::set_level(level);
 
   std::unique_ptr<rbln::DramProvider> dram = rbln::NewSpecTableProvider();
