@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/device_spec.h"
@@ -33,7 +34,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
-using ::testing::UnorderedElementsAre;
 
 // The fixture's artifact: RBLN-CA12, flash_attn, L 2048, S 256, B 2, so
 // num_full_blocks 16 (also the compiled and current count) and
@@ -41,13 +41,12 @@ using ::testing::UnorderedElementsAre;
 constexpr uint64_t kInitialBlocks = 16;
 constexpr uint64_t kMinBlocks = 9;
 
-const absl::Status& StatusOf(const absl::Status& status) { return status; }
 template <typename T>
 const absl::Status& StatusOf(const absl::StatusOr<T>& status_or) {
   return status_or.status();
 }
 
-// Matches an absl::Status or absl::StatusOr whose code is `code` and whose
+// Matches an absl::StatusOr whose code is `code` and whose
 // message contains `substr`.
 MATCHER_P2(StatusIs, code, substr,
            absl::StrCat("has code ", absl::StatusCodeToString(code),
@@ -81,7 +80,8 @@ void MakeDirs(const std::string& path) {
   ASSERT_FALSE(ec) << "mkdir -p " << path << ": " << ec.message();
 }
 
-void MakeArtifact(const std::string& dir, const SynthSpec& spec = DefaultSpec()) {
+void MakeArtifact(const std::string& dir,
+                  const SynthSpec& spec = DefaultSpec()) {
   MakeDirs(std::filesystem::path(dir).parent_path().string());
   absl::StatusOr<SynthResult> made =
       WriteSyntheticArtifact(Env::Default(), spec, dir);
@@ -94,9 +94,7 @@ void MakeSymlink(const std::string& target, const std::string& link) {
   ASSERT_FALSE(ec) << "symlink " << link << ": " << ec.message();
 }
 
-bool Exists(const std::string& path) {
-  return Env::Default()->Stat(path).ok();
-}
+bool Exists(const std::string& path) { return Env::Default()->Stat(path).ok(); }
 
 uint64_t InodeOf(const std::string& path) {
   absl::StatusOr<FileStat> st = Env::Default()->Stat(path);
@@ -107,14 +105,40 @@ uint64_t InodeOf(const std::string& path) {
 // Every staging-named entry anywhere below `dir` (not following symlinks).
 std::vector<std::string> StagingEntriesBelow(const std::string& dir) {
   std::vector<std::string> found;
-  for (const auto& entry :
-       std::filesystem::recursive_directory_iterator(dir)) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
     if (StagedArtifactName(entry.path().filename().string()).has_value()) {
       found.push_back(entry.path().string());
     }
   }
   return found;
 }
+
+// HashTree of a store without its state directory, which gains lock files
+// as writers come and go.
+std::map<std::string, uint64_t> HashStore(const std::string& root) {
+  std::map<std::string, uint64_t> tree = testing::HashTree(root);
+  for (auto it = tree.begin(); it != tree.end();) {
+    if (absl::StartsWith(it->first, kStateDirName)) {
+      it = tree.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return tree;
+}
+
+// Removes a directory tree when it goes out of scope.
+class ScopedRemoveAll {
+ public:
+  explicit ScopedRemoveAll(std::string path) : path_(std::move(path)) {}
+  ~ScopedRemoveAll() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+
+ private:
+  std::string path_;
+};
 
 class StoreTest : public ::testing::Test {
  protected:
@@ -129,12 +153,13 @@ class StoreTest : public ::testing::Test {
         ArtifactStore::Open(env_, tmp_.path());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
+    root_ = store_->root();
   }
 
   // The store root as the store sees it (realpath of the temp dir).
-  std::string Root() const { return store_->root(); }
+  const std::string& Root() const { return root_; }
   std::string Abs(absl::string_view name) const {
-    return JoinPath(store_->root(), name);
+    return JoinPath(root_, name);
   }
 
   uint64_t CurrentBlocks(absl::string_view name) {
@@ -146,6 +171,7 @@ class StoreTest : public ::testing::Test {
   Env* env_ = Env::Default();
   testing::TempDir tmp_;
   std::unique_ptr<ArtifactStore> store_;
+  std::string root_;
 };
 
 TEST_F(StoreTest, SetInPlaceCommitsAndLeavesNoStaging) {
@@ -268,13 +294,13 @@ TEST_F(StoreTest, RefusesDotDot) {
   const auto outside_before = testing::HashTree(outside.path());
   EXPECT_THAT(store_->Write({.name = escape, .target = uint64_t{10}}),
               StatusIs(absl::StatusCode::kPermissionDenied, "'..'"));
-  EXPECT_THAT(store_->Write({.name = "a",
-                             .target = uint64_t{10},
-                             .output_name = "../escaped"}),
-              StatusIs(absl::StatusCode::kPermissionDenied, "'..'"));
+  EXPECT_THAT(
+      store_->Write(
+          {.name = "a", .target = uint64_t{10}, .output_name = "../escaped"}),
+      StatusIs(absl::StatusCode::kPermissionDenied, "'..'"));
   EXPECT_EQ(testing::HashTree(outside.path()), outside_before);
-  EXPECT_FALSE(Exists(
-      std::filesystem::path(Root()).parent_path().string() + "/escaped"));
+  EXPECT_FALSE(Exists(std::filesystem::path(Root()).parent_path().string() +
+                      "/escaped"));
   EXPECT_EQ(CurrentBlocks("a"), kInitialBlocks);
 }
 
@@ -283,6 +309,7 @@ TEST_F(StoreTest, RefusesAbsolutePathsOutsideTheStore) {
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(outside.Join("x")));
   // A sibling whose name starts with the root's: outside, not nested.
   const std::string lookalike = Root() + "-sibling";
+  ScopedRemoveAll remove_lookalike(lookalike);
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(lookalike + "/x"));
   for (const std::string& name :
        {outside.Join("x"), lookalike + "/x", lookalike, std::string("/"),
@@ -296,21 +323,18 @@ TEST_F(StoreTest, RefusesAbsolutePathsOutsideTheStore) {
   }
   const auto outside_before = testing::HashTree(outside.path());
   const auto lookalike_before = testing::HashTree(lookalike);
-  EXPECT_THAT(store_->Write({.name = outside.Join("x"),
-                             .target = uint64_t{10}}),
-              StatusIs(absl::StatusCode::kPermissionDenied, "outside"));
+  EXPECT_THAT(
+      store_->Write({.name = outside.Join("x"), .target = uint64_t{10}}),
+      StatusIs(absl::StatusCode::kPermissionDenied, "outside"));
   EXPECT_THAT(store_->Write({.name = "a",
                              .target = uint64_t{10},
                              .output_name = outside.Join("y")}),
               StatusIs(absl::StatusCode::kPermissionDenied, "outside"));
-  EXPECT_THAT(store_->Write({.name = lookalike + "/x",
-                             .target = uint64_t{10}}),
+  EXPECT_THAT(store_->Write({.name = lookalike + "/x", .target = uint64_t{10}}),
               StatusIs(absl::StatusCode::kPermissionDenied, "outside"));
   EXPECT_EQ(testing::HashTree(outside.path()), outside_before);
   EXPECT_EQ(testing::HashTree(lookalike), lookalike_before);
   EXPECT_FALSE(Exists(outside.Join("y")));
-  std::error_code ec;
-  std::filesystem::remove_all(lookalike, ec);
 }
 
 TEST_F(StoreTest, RefusesSymlinkThatEscapesTheStore) {
@@ -319,9 +343,8 @@ TEST_F(StoreTest, RefusesSymlinkThatEscapesTheStore) {
   ASSERT_NO_FATAL_FAILURE(MakeSymlink(outside.Join("x"), tmp_.Join("escape")));
   ASSERT_NO_FATAL_FAILURE(MakeSymlink(outside.path(), tmp_.Join("door")));
   const auto outside_before = testing::HashTree(outside.path());
-  for (const std::string& name :
-       {std::string("escape"), std::string("door/x"), Abs("escape"),
-        std::string("door/new")}) {
+  for (const std::string& name : {std::string("escape"), std::string("door/x"),
+                                  Abs("escape"), std::string("door/new")}) {
     SCOPED_TRACE(name);
     EXPECT_THAT(store_->CanonicalName(name),
                 StatusIs(absl::StatusCode::kPermissionDenied, "symbolic link"));
@@ -333,13 +356,13 @@ TEST_F(StoreTest, RefusesSymlinkThatEscapesTheStore) {
               StatusIs(absl::StatusCode::kPermissionDenied, Abs("door")));
   EXPECT_THAT(store_->Write({.name = "escape", .target = uint64_t{10}}),
               StatusIs(absl::StatusCode::kPermissionDenied, "symbolic link"));
-  EXPECT_THAT(store_->Write({.name = "escape",
-                             .budget = MemoryBudget::Fraction(1, 2)}),
-              StatusIs(absl::StatusCode::kPermissionDenied, "symbolic link"));
-  EXPECT_THAT(store_->Write({.name = "a",
-                             .target = uint64_t{10},
-                             .output_name = "door/new"}),
-              StatusIs(absl::StatusCode::kPermissionDenied, "symbolic link"));
+  EXPECT_THAT(
+      store_->Write({.name = "escape", .budget = MemoryBudget::Fraction(1, 2)}),
+      StatusIs(absl::StatusCode::kPermissionDenied, "symbolic link"));
+  EXPECT_THAT(
+      store_->Write(
+          {.name = "a", .target = uint64_t{10}, .output_name = "door/new"}),
+      StatusIs(absl::StatusCode::kPermissionDenied, "symbolic link"));
   EXPECT_THAT(store_->Write({.name = "a",
                              .target = uint64_t{10},
                              .output_name = "escape",
@@ -416,15 +439,14 @@ TEST_F(StoreTest, RefusesHiddenComponents) {
   const auto hidden_before = testing::HashTree(tmp_.Join(".hidden"));
   EXPECT_THAT(store_->Write({.name = ".hidden", .target = uint64_t{10}}),
               StatusIs(absl::StatusCode::kPermissionDenied, ".hidden"));
-  EXPECT_THAT(
-      store_->Write({.name = "a",
-                     .target = uint64_t{10},
-                     .output_name = absl::StrCat(kStateDirName, "/x")}),
-      StatusIs(absl::StatusCode::kPermissionDenied, kStateDirName));
   EXPECT_THAT(store_->Write({.name = "a",
                              .target = uint64_t{10},
-                             .output_name = staging}),
-              StatusIs(absl::StatusCode::kPermissionDenied, staging));
+                             .output_name = absl::StrCat(kStateDirName, "/x")}),
+              StatusIs(absl::StatusCode::kPermissionDenied, kStateDirName));
+  EXPECT_THAT(
+      store_->Write(
+          {.name = "a", .target = uint64_t{10}, .output_name = staging}),
+      StatusIs(absl::StatusCode::kPermissionDenied, staging));
   EXPECT_EQ(testing::HashTree(tmp_.Join(".hidden")), hidden_before);
   EXPECT_EQ(testing::HashTree(Abs(kStateDirName)), state_before);
   EXPECT_FALSE(Exists(tmp_.Join(staging)));
@@ -446,12 +468,11 @@ TEST_F(StoreTest, RefusesEmptyNameAndTheStoreRoot) {
                 StatusIs(absl::StatusCode::kInvalidArgument, "store root"));
     EXPECT_THAT(store_->Write({.name = name, .target = uint64_t{10}}),
                 StatusIs(absl::StatusCode::kInvalidArgument, "store root"));
-    EXPECT_THAT(
-        store_->Write({.name = "a",
-                       .target = uint64_t{10},
-                       .output_name = name,
-                       .replace = true}),
-        StatusIs(absl::StatusCode::kInvalidArgument, "store root"));
+    EXPECT_THAT(store_->Write({.name = "a",
+                               .target = uint64_t{10},
+                               .output_name = name,
+                               .replace = true}),
+                StatusIs(absl::StatusCode::kInvalidArgument, "store root"));
   }
   EXPECT_EQ(CurrentBlocks("a"), kInitialBlocks);
 }
@@ -482,7 +503,6 @@ TEST(StagedArtifactNameTest, AcceptsExactlyStagingNames) {
   EXPECT_EQ(StagedArtifactName(".llama.staging-fedcba9876543210"), "llama");
   EXPECT_EQ(StagedArtifactName(".my.model.staging-0000000000000000"),
             "my.model");
-  EXPECT_EQ(StagedArtifactName("..a.staging-0000000000000000"), ".a");
 
   const std::string rejected[] = {
       "",
@@ -510,9 +530,8 @@ TEST(StagedArtifactNameTest, AcceptsExactlyStagingNames) {
 }
 
 TEST(StagedArtifactNameTest, StagingNameForRoundTripsAndIsRandom) {
-  for (const std::string& name :
-       {std::string("a"), std::string("llama-3.1"),
-        std::string("x.staging-0123456789abcdef")}) {
+  for (const std::string& name : {std::string("a"), std::string("llama-3.1"),
+                                  std::string("x.staging-0123456789abcdef")}) {
     const std::string staging = StagingNameFor(name);
     EXPECT_THAT(staging, ContainsRegex("^\\..*\\.staging-[0-9a-f]{16}$"));
     EXPECT_EQ(StagedArtifactName(staging), name) << staging;
@@ -541,7 +560,7 @@ TEST_F(StoreTest, RecoveryRemovesStagingDirectoriesAtAnyDepth) {
   ASSERT_NO_FATAL_FAILURE(ReopenStore());
   std::vector<std::string> expected = {top, nested, deep, orphan};
   std::vector<std::string> recovered = store_->recovered();
-  ASSERT_EQ(recovered.size(), 5u) << testing::PrintToString(recovered);
+  ASSERT_EQ(recovered.size(), 5u) << ::testing::PrintToString(recovered);
   recovered.erase(std::remove_if(recovered.begin(), recovered.end(),
                                  [&](const std::string& r) {
                                    return std::find(expected.begin(),
@@ -592,10 +611,9 @@ TEST_F(StoreTest, RecoveryLeavesLookAlikesStateAndOutsideAlone) {
   // Exact names inside an artifact directory belong to the artifact.
   ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("a/.x.staging-" + exact)));
   ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("a/sub/.y.staging-" + exact)));
-  // Exact names in the state directory and in other hidden directories.
+  // An exact name in the state directory.
   ASSERT_NO_FATAL_FAILURE(
       MakeDirs(JoinPath(tmp_.Join(kStateDirName), ".a.staging-" + exact)));
-  ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join(".cache/.a.staging-" + exact)));
   // Symbolic links: one with an exact staging name pointing outside, one to
   // an outside directory that holds an exact staging name.
   ASSERT_NO_FATAL_FAILURE(
@@ -636,7 +654,7 @@ TEST_F(StoreTest, RecoveryKeepsStagingOfAnArtifactLockedElsewhere) {
 // The store LOCK
 
 TEST_F(StoreTest, SecondOpenNamesTheLockAndWorksAfterTheFirstCloses) {
-  const auto before = testing::HashTree(tmp_.path());
+  const auto before = HashStore(tmp_.path());
   absl::StatusOr<std::unique_ptr<ArtifactStore>> second =
       ArtifactStore::Open(env_, tmp_.path());
   EXPECT_THAT(second, StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -644,16 +662,17 @@ TEST_F(StoreTest, SecondOpenNamesTheLockAndWorksAfterTheFirstCloses) {
   EXPECT_THAT(second, StatusIs(absl::StatusCode::kFailedPrecondition,
                                JoinPath(Abs(kStateDirName), "LOCK")));
   // The refused open changed nothing (it did not rewrite the pid either).
-  EXPECT_EQ(testing::HashTree(tmp_.path()), before);
+  EXPECT_EQ(HashStore(tmp_.path()), before);
   // The first store still works.
   EXPECT_EQ(CurrentBlocks("a"), kInitialBlocks);
 
+  const std::string root = Root();
   store_.reset();
   second = ArtifactStore::Open(env_, tmp_.path());
   ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ((*second)->root(), Root());
-  EXPECT_EQ(testing::ReadFileOrDie(JoinPath(
-                JoinPath(tmp_.path(), kStateDirName), "LOCK")),
+  EXPECT_EQ((*second)->root(), root);
+  EXPECT_EQ(testing::ReadFileOrDie(
+                JoinPath(JoinPath(tmp_.path(), kStateDirName), "LOCK")),
             absl::StrCat(getpid(), "\n"));
 }
 
@@ -661,9 +680,9 @@ TEST_F(StoreTest, OpenRefusesMissingRootAndFiles) {
   EXPECT_THAT(ArtifactStore::Open(env_, tmp_.Join("missing")),
               StatusIs(absl::StatusCode::kNotFound, "missing"));
   testing::WriteFileOrDie(tmp_.Join("file"), "x");
-  EXPECT_THAT(ArtifactStore::Open(env_, tmp_.Join("file")),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       "not a directory"));
+  EXPECT_THAT(
+      ArtifactStore::Open(env_, tmp_.Join("file")),
+      StatusIs(absl::StatusCode::kFailedPrecondition, "not a directory"));
 }
 
 // Runs `child` in a forked process and returns its exit code (-1 when it did
@@ -741,8 +760,8 @@ TEST_F(StoreTest, AnotherProcessCannotOpenAHeldStore) {
                                 &output),
             0)
       << output;
-  code = RunInChild(
-      [&](int out_fd) { return OpenStoreInChild(root, out_fd); }, &output);
+  code = RunInChild([&](int out_fd) { return OpenStoreInChild(root, out_fd); },
+                    &output);
   EXPECT_EQ(code, 0) << output;
   // The child's lock died with it.
   ASSERT_NO_FATAL_FAILURE(ReopenStore());
@@ -797,11 +816,46 @@ TEST_F(StoreTest, OpenFailsWhileAnotherProcessHoldsTheStore) {
   EXPECT_EQ(CurrentBlocks("a"), kInitialBlocks);
 }
 
+TEST_F(StoreTest, AnArtifactLockedByAnotherProcessIsUnavailable) {
+  // Another process (a maintenance tool) holding the artifact's flock is
+  // simulated by a second open file description on the same lock file.
+  store_.reset();
+  absl::StatusOr<std::unique_ptr<ArtifactStore>> store = ArtifactStore::Open(
+      env_, tmp_.path(), {.wait_for_artifact_locks = false});
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("b")));
+  absl::StatusOr<std::unique_ptr<FileLock>> held = env_->LockFile(
+      JoinPath(JoinPath(tmp_.Join(kStateDirName), "locks"), "a.lock"),
+      /*exclusive=*/true, /*wait=*/false);
+  ASSERT_TRUE(held.ok()) << held.status();
+
+  const auto before = HashStore(tmp_.path());
+  EXPECT_THAT((*store)->Write({.name = "a", .target = uint64_t{10}}),
+              StatusIs(absl::StatusCode::kUnavailable, "artifact a"));
+  EXPECT_THAT((*store)->Write({.name = "b",
+                               .target = uint64_t{10},
+                               .output_name = "a",
+                               .replace = true}),
+              StatusIs(absl::StatusCode::kUnavailable, "another process"));
+  EXPECT_EQ(HashStore(tmp_.path()), before);
+  // Readers and other artifacts are not affected.
+  absl::StatusOr<Artifact> a = (*store)->Read("a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->current_num_blocks(), kInitialBlocks);
+  ASSERT_TRUE((*store)->Write({.name = "b", .target = uint64_t{12}}).ok());
+
+  held->reset();
+  absl::StatusOr<WriteResult> r =
+      (*store)->Write({.name = "a", .target = uint64_t{10}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*store)->Read("a")->current_num_blocks(), 10u);
+}
+
 // ---------------------------------------------------------------------------
 // Writes
 
 TEST_F(StoreTest, CompareAndSetMismatchIsAbortedAndChangesNothing) {
-  const auto before = testing::HashTree(tmp_.path());
+  const auto before = HashStore(tmp_.path());
   EXPECT_THAT(store_->Write({.name = "a",
                              .target = uint64_t{10},
                              .expected_current = uint64_t{12}}),
@@ -824,12 +878,12 @@ TEST_F(StoreTest, CompareAndSetMismatchIsAbortedAndChangesNothing) {
                              .dry_run = true,
                              .expected_current = uint64_t{12}}),
               StatusIs(absl::StatusCode::kAborted, "16"));
-  EXPECT_EQ(testing::HashTree(tmp_.path()), before);
+  EXPECT_EQ(HashStore(tmp_.path()), before);
 
-  absl::StatusOr<WriteResult> r = store_->Write({.name = "a",
-                                                 .target = uint64_t{10},
-                                                 .expected_current =
-                                                     kInitialBlocks});
+  absl::StatusOr<WriteResult> r =
+      store_->Write({.name = "a",
+                     .target = uint64_t{10},
+                     .expected_current = kInitialBlocks});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->written);
   EXPECT_EQ(r->previous_num_blocks, kInitialBlocks);
@@ -848,7 +902,7 @@ TEST_F(StoreTest, NoOpInPlaceWritesNothing) {
   const uint64_t dir_inode = InodeOf(dir);
   const uint64_t config_inode = InodeOf(JoinPath(dir, kRblnConfigFileName));
   const uint64_t prefill_inode = InodeOf(JoinPath(dir, "prefill.rbln"));
-  const auto before = testing::HashTree(tmp_.path());
+  const auto before = HashStore(tmp_.path());
 
   absl::StatusOr<WriteResult> r =
       store_->Write({.name = "a", .target = kInitialBlocks});
@@ -865,20 +919,20 @@ TEST_F(StoreTest, NoOpInPlaceWritesNothing) {
   EXPECT_EQ(InodeOf(dir), dir_inode);
   EXPECT_EQ(InodeOf(JoinPath(dir, kRblnConfigFileName)), config_inode);
   EXPECT_EQ(InodeOf(JoinPath(dir, "prefill.rbln")), prefill_inode);
-  EXPECT_EQ(testing::HashTree(tmp_.path()), before);
+  EXPECT_EQ(HashStore(tmp_.path()), before);
 }
 
 TEST_F(StoreTest, NoOpWithAnOutputDirectoryWritesAFullCopy) {
   const auto source_before = testing::HashTree(tmp_.Join("a"));
-  const uint64_t source_config_inode =
-      InodeOf(tmp_.Join("a/rbln_config.json"));
+  const uint64_t source_config_inode = InodeOf(tmp_.Join("a/rbln_config.json"));
   absl::StatusOr<WriteResult> r = store_->Write(
       {.name = "a", .target = kInitialBlocks, .output_name = "copy"});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->written);
   EXPECT_EQ(r->output_name, "copy");
   EXPECT_EQ(r->new_num_blocks, kInitialBlocks);
-  absl::StatusOr<Artifact> copy = store_->Read("copy", {.verify_payload = true});
+  absl::StatusOr<Artifact> copy =
+      store_->Read("copy", {.verify_payload = true});
   ASSERT_TRUE(copy.ok()) << copy.status();
   EXPECT_EQ(copy->current_num_blocks(), kInitialBlocks);
 
@@ -898,7 +952,7 @@ TEST_F(StoreTest, NoOpWithAnOutputDirectoryWritesAFullCopy) {
 }
 
 TEST_F(StoreTest, DryRunReportsButWritesNothing) {
-  const auto before = testing::HashTree(tmp_.path());
+  const auto before = HashStore(tmp_.path());
   const uint64_t config_inode = InodeOf(tmp_.Join("a/rbln_config.json"));
 
   // Above the compiled (and the full) count: allowed, with warnings.
@@ -909,12 +963,11 @@ TEST_F(StoreTest, DryRunReportsButWritesNothing) {
   EXPECT_EQ(r->previous_num_blocks, kInitialBlocks);
   EXPECT_EQ(r->new_num_blocks, 20u);
   EXPECT_THAT(r->warnings, Not(IsEmpty()));
-  EXPECT_THAT(testing::PrintToString(r->warnings),
+  EXPECT_THAT(::testing::PrintToString(r->warnings),
               HasSubstr("above the compiled count 16"));
   EXPECT_FALSE(r->fit.has_value());
 
-  r = store_->Write(
-      {.name = "a", .target = uint64_t{10}, .dry_run = true});
+  r = store_->Write({.name = "a", .target = uint64_t{10}, .dry_run = true});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->new_num_blocks, 10u);
   EXPECT_THAT(r->warnings, IsEmpty());
@@ -927,16 +980,15 @@ TEST_F(StoreTest, DryRunReportsButWritesNothing) {
   EXPECT_FALSE(r->written);
   EXPECT_EQ(r->new_num_blocks, 10u);
 
-  r = store_->Write({.name = "a",
-                     .budget = MemoryBudget::Fraction(1, 2),
-                     .dry_run = true});
+  r = store_->Write(
+      {.name = "a", .budget = MemoryBudget::Fraction(1, 2), .dry_run = true});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->written);
   ASSERT_TRUE(r->fit.has_value());
   EXPECT_EQ(r->fit->num_blocks, r->new_num_blocks);
 
   EXPECT_FALSE(Exists(tmp_.Join("out")));
-  EXPECT_EQ(testing::HashTree(tmp_.path()), before);
+  EXPECT_EQ(HashStore(tmp_.path()), before);
   EXPECT_EQ(InodeOf(tmp_.Join("a/rbln_config.json")), config_inode);
   EXPECT_EQ(CurrentBlocks("a"), kInitialBlocks);
 }
@@ -946,9 +998,9 @@ TEST_F(StoreTest, FitReportsBucketsAndCommitsTheFittedCount) {
   absl::StatusOr<Artifact> big = store_->Read("big");
   ASSERT_TRUE(big.ok()) << big.status();
   ASSERT_EQ(big->current_num_blocks(), 16u);
-  absl::StatusOr<DeviceSpec> device = store_->DeviceFor(*big);
+  absl::StatusOr<DramChoice> device = store_->DeviceFor(*big);
   ASSERT_TRUE(device.ok()) << device.status();
-  ASSERT_EQ(device->chiplets_per_node, 1u);
+  ASSERT_EQ(device->spec.chiplets_per_node, 1u);
 
   // A byte budget of exactly the memory of 12 blocks fits 12.
   const MemoryModel model = BuildMemoryModel(*big);
@@ -995,7 +1047,7 @@ TEST_F(StoreTest, FitReportsBucketsAndCommitsTheFittedCount) {
   r = store_->Write({.name = "a", .budget = MemoryBudget::Fraction(1, 2)});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->fit.has_value());
-  EXPECT_EQ(r->fit->budget_per_chiplet, device->AvailablePerChiplet() / 2);
+  EXPECT_EQ(r->fit->budget_per_chiplet, device->spec.AvailablePerChiplet() / 2);
   EXPECT_EQ(r->fit->buckets.size(), 1u);
   EXPECT_EQ(r->new_num_blocks, r->fit->num_blocks);
 
@@ -1016,16 +1068,15 @@ TEST_F(StoreTest, ExistingOutputIsRefusedAndUntouched) {
   testing::WriteFileOrDie(tmp_.Join("plain/notes.txt"), "mine");
   ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("empty")));
   testing::WriteFileOrDie(tmp_.Join("file"), "a file");
-  const auto before = testing::HashTree(tmp_.path());
-  for (const std::string& out : {"b", "plain", "empty", "file"}) {
+  const auto before = HashStore(tmp_.path());
+  for (const char* out : {"b", "plain", "empty", "file"}) {
     SCOPED_TRACE(out);
-    EXPECT_THAT(store_->Write({.name = "a",
-                               .target = uint64_t{10},
-                               .output_name = out}),
+    EXPECT_THAT(store_->Write(
+                    {.name = "a", .target = uint64_t{10}, .output_name = out}),
                 StatusIs(absl::StatusCode::kAlreadyExists,
                          absl::StrCat("output directory ", out)));
   }
-  EXPECT_EQ(testing::HashTree(tmp_.path()), before);
+  EXPECT_EQ(HashStore(tmp_.path()), before);
   EXPECT_EQ(CurrentBlocks("b"), 12u);
 }
 
@@ -1052,20 +1103,20 @@ TEST_F(StoreTest, ReplaceRefusesANonEmptyNonArtifactDirectory) {
   ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("home/sub")));
   testing::WriteFileOrDie(tmp_.Join("home/sub/thesis.tex"), "precious");
   testing::WriteFileOrDie(tmp_.Join("file"), "a file");
-  const auto before = testing::HashTree(tmp_.path());
+  const auto before = HashStore(tmp_.path());
   EXPECT_THAT(store_->Write({.name = "a",
                              .target = uint64_t{10},
                              .output_name = "home",
                              .replace = true}),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        "neither empty nor a compiled artifact"));
-  EXPECT_THAT(store_->Write({.name = "a",
-                             .target = uint64_t{10},
-                             .output_name = "file",
-                             .replace = true}),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       "not a directory"));
-  EXPECT_EQ(testing::HashTree(tmp_.path()), before);
+  EXPECT_THAT(
+      store_->Write({.name = "a",
+                     .target = uint64_t{10},
+                     .output_name = "file",
+                     .replace = true}),
+      StatusIs(absl::StatusCode::kFailedPrecondition, "not a directory"));
+  EXPECT_EQ(HashStore(tmp_.path()), before);
 }
 
 TEST_F(StoreTest, ReplaceOverAnEmptyDirectoryWorks) {
@@ -1089,29 +1140,33 @@ TEST_F(StoreTest, ReplaceOverAnEmptyDirectoryWorks) {
 
 TEST_F(StoreTest, OutputOverlappingTheSourceIsRefused) {
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("team/llama")));
-  const auto before = testing::HashTree(tmp_.path());
+  const auto before = HashStore(tmp_.path());
   struct Case {
     std::string name, output;
   };
   const Case cases[] = {
-      {"a", "a"},          {"a", "./a/"},
-      {"a", Abs("a")},     {Abs("a"), "a"},
-      {"a", "a/sub"},      {"a", "a/sub/deeper"},
-      {"team/llama", "team"}, {"team/llama", "team/llama/x"},
+      {"a", "a"},
+      {"a", "./a/"},
+      {"a", Abs("a")},
+      {Abs("a"), "a"},
+      {"a", "a/sub"},
+      {"a", "a/sub/deeper"},
+      {"team/llama", "team"},
+      {"team/llama", "team/llama/x"},
   };
   for (const Case& c : cases) {
     for (bool replace : {false, true}) {
-      SCOPED_TRACE(absl::StrCat(c.name, " -> ", c.output, " replace ",
-                                replace));
-      EXPECT_THAT(store_->Write({.name = c.name,
-                                 .target = uint64_t{10},
-                                 .output_name = c.output,
-                                 .replace = replace}),
-                  StatusIs(absl::StatusCode::kInvalidArgument,
-                           "output directory"));
+      SCOPED_TRACE(
+          absl::StrCat(c.name, " -> ", c.output, " replace ", replace));
+      EXPECT_THAT(
+          store_->Write({.name = c.name,
+                         .target = uint64_t{10},
+                         .output_name = c.output,
+                         .replace = replace}),
+          StatusIs(absl::StatusCode::kInvalidArgument, "output directory"));
     }
   }
-  EXPECT_EQ(testing::HashTree(tmp_.path()), before);
+  EXPECT_EQ(HashStore(tmp_.path()), before);
   // A sibling that merely shares a prefix does not overlap.
   absl::StatusOr<WriteResult> r =
       store_->Write({.name = "a", .target = uint64_t{10}, .output_name = "ab"});
@@ -1124,25 +1179,25 @@ TEST_F(StoreTest, OutputOverlappingTheSourceIsRefused) {
 }
 
 TEST_F(StoreTest, OutputWhoseParentIsMissingIsNotFound) {
-  const auto before = testing::HashTree(tmp_.path());
-  EXPECT_THAT(store_->Write({.name = "a",
-                             .target = uint64_t{10},
-                             .output_name = "missing/b"}),
-              StatusIs(absl::StatusCode::kNotFound, "missing/b"));
+  const auto before = HashStore(tmp_.path());
+  EXPECT_THAT(
+      store_->Write(
+          {.name = "a", .target = uint64_t{10}, .output_name = "missing/b"}),
+      StatusIs(absl::StatusCode::kNotFound, "missing/b"));
   EXPECT_THAT(store_->Write({.name = "a",
                              .target = uint64_t{10},
                              .output_name = "missing/deeper/b",
                              .replace = true}),
               StatusIs(absl::StatusCode::kNotFound, "does not exist"));
   EXPECT_FALSE(Exists(tmp_.Join("missing")));
-  EXPECT_EQ(testing::HashTree(tmp_.path()), before);
+  EXPECT_EQ(HashStore(tmp_.path()), before);
 }
 
 TEST_F(StoreTest, InvalidRequestCombinationsAreRefused) {
-  const auto before = testing::HashTree(tmp_.path());
-  EXPECT_THAT(store_->Write({.name = "a", .target = uint64_t{10},
-                             .replace = true}),
-              StatusIs(absl::StatusCode::kInvalidArgument, "replace"));
+  const auto before = HashStore(tmp_.path());
+  EXPECT_THAT(
+      store_->Write({.name = "a", .target = uint64_t{10}, .replace = true}),
+      StatusIs(absl::StatusCode::kInvalidArgument, "replace"));
   EXPECT_THAT(store_->Write({.name = "a",
                              .target = uint64_t{10},
                              .budget = MemoryBudget::Fraction(1, 2)}),
@@ -1154,25 +1209,24 @@ TEST_F(StoreTest, InvalidRequestCombinationsAreRefused) {
                              .budget = MemoryBudget::Fraction(1, 2),
                              .output_name = "b"}),
               StatusIs(absl::StatusCode::kInvalidArgument, "exactly one"));
-  EXPECT_EQ(testing::HashTree(tmp_.path()), before);
+  EXPECT_EQ(HashStore(tmp_.path()), before);
 }
 
 // ---------------------------------------------------------------------------
 // Guards through the store
 
 TEST_F(StoreTest, TargetBelowTheMinimumIsRefusedAndChangesNothing) {
-  const auto before = testing::HashTree(tmp_.path());
+  const auto before = HashStore(tmp_.path());
   for (uint64_t target : {uint64_t{0}, uint64_t{1}, kMinBlocks - 1}) {
     SCOPED_TRACE(target);
     EXPECT_THAT(store_->Write({.name = "a", .target = target}),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          absl::StrCat("minimum ", kMinBlocks)));
-    EXPECT_THAT(store_->Write({.name = "a",
-                               .target = target,
-                               .output_name = "b"}),
-                StatusIs(absl::StatusCode::kInvalidArgument, "minimum"));
+    EXPECT_THAT(
+        store_->Write({.name = "a", .target = target, .output_name = "b"}),
+        StatusIs(absl::StatusCode::kInvalidArgument, "minimum"));
   }
-  EXPECT_EQ(testing::HashTree(tmp_.path()), before);
+  EXPECT_EQ(HashStore(tmp_.path()), before);
   // The minimum itself is fine.
   absl::StatusOr<WriteResult> r =
       store_->Write({.name = "a", .target = kMinBlocks});
@@ -1181,7 +1235,7 @@ TEST_F(StoreTest, TargetBelowTheMinimumIsRefusedAndChangesNothing) {
 }
 
 TEST_F(StoreTest, BudgetBelowTheMinimumIsRefusedAndChangesNothing) {
-  const auto before = testing::HashTree(tmp_.path());
+  const auto before = HashStore(tmp_.path());
   // 100 MiB per device cannot even hold the weights and workspaces.
   const MemoryBudget tiny = MemoryBudget::Bytes(uint64_t{100} << 20);
   EXPECT_THAT(store_->Write({.name = "a", .budget = tiny}),
@@ -1191,7 +1245,7 @@ TEST_F(StoreTest, BudgetBelowTheMinimumIsRefusedAndChangesNothing) {
               StatusIs(absl::StatusCode::kFailedPrecondition, "fits only 0"));
   EXPECT_THAT(store_->Write({.name = "a", .budget = tiny, .dry_run = true}),
               StatusIs(absl::StatusCode::kFailedPrecondition, "minimum"));
-  EXPECT_EQ(testing::HashTree(tmp_.path()), before);
+  EXPECT_EQ(HashStore(tmp_.path()), before);
 }
 
 // ---------------------------------------------------------------------------
@@ -1229,6 +1283,98 @@ TEST_F(StoreTest, ListOfAStoreWithoutArtifactsIsEmpty) {
   absl::StatusOr<std::vector<std::string>> names = (*store)->List();
   ASSERT_TRUE(names.ok()) << names.status();
   EXPECT_THAT(*names, IsEmpty());
+}
+
+// ---------------------------------------------------------------------------
+// Known bugs in core/store.cc: these tests describe the expected behaviour
+// and stay disabled until the store is fixed (run them with
+// --gtest_also_run_disabled_tests).
+
+// BUG: LockFilePath() puts the whole canonical name, '/' escaped as "%2F",
+// into ONE file name under .rbln-artifactd/locks/, so a nested artifact whose
+// components are each legal but whose full name is longer than about 250
+// bytes cannot be written: every Write fails INTERNAL "open
+// .../locks/<name>.lock: File name too long" before anything is read.
+TEST_F(StoreTest, DISABLED_WritesANestedArtifactWithALongName) {
+  const std::string name =
+      absl::StrCat(std::string(90, 'x'), "/", std::string(90, 'y'), "/",
+                   std::string(90, 'z'));
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join(name)));
+  absl::StatusOr<WriteResult> r =
+      store_->Write({.name = name, .target = uint64_t{10}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(CurrentBlocks(name), 10u);
+}
+
+// BUG: StagingNameFor() adds 26 bytes ('.' + ".staging-" + 16 hex digits) to
+// the artifact's directory name, so an artifact (or output directory) whose
+// own name is legal but longer than 229 bytes cannot be written: Write fails
+// INTERNAL "mkdir .../.<name>.staging-<hex>: File name too long".
+TEST_F(StoreTest, DISABLED_WritesAnArtifactWithALongDirectoryName) {
+  const std::string name(240, 'w');  // NAME_MAX is 255
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join(name)));
+  absl::StatusOr<WriteResult> r =
+      store_->Write({.name = name, .target = uint64_t{10}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(CurrentBlocks(name), 10u);
+  r = store_->Write(
+      {.name = "a", .target = uint64_t{11}, .output_name = name + "-2"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(CurrentBlocks(name + "-2"), 11u);
+}
+
+// BUG: Open() keeps only realpath(root), and CanonicalName() compares an
+// absolute name with it textually. A store opened as /srv/models where /srv
+// is a symbolic link (common with mounted volumes) refuses
+// "/srv/models/llama" with PERMISSION_DENIED "... is outside the artifact
+// store /mnt/.../models", although that path is the store's own path as the
+// operator configured it and resolves inside it.
+TEST_F(StoreTest, DISABLED_AcceptsAbsoluteNamesUnderTheRootAsGiven) {
+  testing::TempDir other;
+  ASSERT_NO_FATAL_FAILURE(MakeSymlink(tmp_.path(), other.Join("models")));
+  store_.reset();
+  const std::string given_root = other.Join("models");
+  absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
+      ArtifactStore::Open(env_, given_root);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_EQ((*store)->CanonicalName(JoinPath(given_root, "a")).value_or("?"),
+            "a");
+  absl::StatusOr<Artifact> a = (*store)->Read(JoinPath(given_root, "a"));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->current_num_blocks(), kInitialBlocks);
+}
+
+// BUG: Write() checks that the output directory does not overlap the SOURCE
+// artifact, but not that it lies inside ANOTHER artifact. An output such as
+// "b/inner" (b an artifact) is written into b's directory without b's lock:
+// b silently gains a companion directory "inner" (which every later resize of
+// b copies along), and List() never reports "b/inner".
+TEST_F(StoreTest, DISABLED_RefusesAnOutputDirectoryInsideAnotherArtifact) {
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("b")));
+  const auto b_before = testing::HashTree(tmp_.Join("b"));
+  absl::StatusOr<WriteResult> r = store_->Write(
+      {.name = "a", .target = uint64_t{10}, .output_name = "b/inner"});
+  EXPECT_FALSE(r.ok()) << "wrote an artifact into artifact b";
+  EXPECT_THAT(r.status().message(), HasSubstr("b"));
+  EXPECT_EQ(testing::HashTree(tmp_.Join("b")), b_before);
+}
+
+// BUG: a dry run returns before CommitToOutput, so it never checks the output
+// directory: with an existing output (and no replace) or a missing parent it
+// reports OK, while the same request without dry_run fails ALREADY_EXISTS or
+// NOT_FOUND. A dry run should fail where the real write would.
+TEST_F(StoreTest, DISABLED_DryRunChecksTheOutputDirectory) {
+  ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("taken")));
+  EXPECT_THAT(store_->Write({.name = "a",
+                             .target = uint64_t{10},
+                             .output_name = "taken",
+                             .dry_run = true}),
+              StatusIs(absl::StatusCode::kAlreadyExists, "taken"));
+  EXPECT_THAT(store_->Write({.name = "a",
+                             .target = uint64_t{10},
+                             .output_name = "missing/b",
+                             .dry_run = true}),
+              StatusIs(absl::StatusCode::kNotFound, "missing/b"));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <rapidjson/stringbuffer.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <utility>
 
@@ -280,10 +281,21 @@ PayloadFiller MakeFiller(const std::string& graph) {
     for (char c : absl::StrCat(graph, "/", segment.name())) {
       seed = SplitMix64(seed ^ static_cast<unsigned char>(c));
     }
-    for (size_t i = 0; i < out.size();) {
+    // Whole words are stored at once (little-endian); only a chunk's ragged
+    // ends go byte by byte.
+    size_t i = 0;
+    while (i < out.size()) {
       const uint64_t pos = offset + i;
       const uint64_t word = SplitMix64(seed + pos / 8);
       const size_t in_word = pos % 8;
+      if (in_word == 0 && out.size() - i >= 8) {
+        char bytes[8];
+        for (int k = 0; k < 8; ++k)
+          bytes[k] = static_cast<char>(word >> (8 * k));
+        memcpy(out.data() + i, bytes, 8);
+        i += 8;
+        continue;
+      }
       const size_t n = std::min<size_t>(8 - in_word, out.size() - i);
       for (size_t k = 0; k < n; ++k) {
         out[i + k] = static_cast<char>(word >> (8 * (in_word + k)));
