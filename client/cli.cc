@@ -322,6 +322,18 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
     return UsageError(
         absl::StrCat("--verify goes only with --describe, not with ", op_flag));
   }
+  // CLI11 takes the next argument as a value even when it is a flag, so
+  // "--output-dir --dry-run" would write to "./--dry-run"; argparse (and so
+  // optimum-rbln-cli) refuses that, and so do we.
+  for (const auto& [opt, value] : {std::pair{f.model_id_opt, &f.model_id},
+                                   std::pair{f.output_dir_opt, &f.output_dir},
+                                   std::pair{f.budget_opt, &f.budget}}) {
+    if (opt->count() > 0 && absl::StartsWith(*value, "-")) {
+      return UsageError(absl::StrCat(opt->get_name(), " needs a value, got '",
+                                     *value, "' (a flag?); write ./", *value,
+                                     " for a path that starts with '-'"));
+    }
+  }
   if (f.model_id_opt->count() > 0 && f.model_id.empty()) {
     return UsageError("--model-id must not be empty");
   }

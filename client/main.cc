@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/strip.h"
 #include "client/cli.h"
 #include "client/run.h"
 #include "core/defaults.h"
@@ -46,10 +47,14 @@ int main(int argc, char** argv) {
     return client::kExitUsage;
   }
 
+  // No socket file: no daemon, so say so at once instead of waiting.
+  absl::string_view socket_path = options->server;
+  const bool no_socket = absl::ConsumePrefix(&socket_path, "unix:") &&
+                         access(std::string(socket_path).c_str(), F_OK) != 0;
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel(options->server, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
-                                 std::chrono::seconds(3))) {
+  if (no_socket || !channel->WaitForConnected(std::chrono::system_clock::now() +
+                                              std::chrono::seconds(3))) {
     std::cerr << client::FormatUnreachable(options->server);
     return client::kExitUnreachable;
   }

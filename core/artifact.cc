@@ -58,10 +58,13 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
   artifact.dir_ = dir;
 
   absl::StatusOr<FileStat> dir_stat = env->Stat(dir);
-  if (!dir_stat.ok() || dir_stat->type != FileType::kDirectory) {
+  if (absl::IsNotFound(dir_stat.status())) {
+    return absl::NotFoundError(absl::StrCat("no artifact directory at ", dir));
+  }
+  RBLN_RETURN_IF_ERROR(dir_stat.status());
+  if (dir_stat->type != FileType::kDirectory) {
     return absl::NotFoundError(
-        absl::StrCat("no artifact directory at ", dir,
-                     dir_stat.ok() ? " (not a directory)" : ""));
+        absl::StrCat("no artifact directory at ", dir, " (not a directory)"));
   }
   const std::string config_path = JoinPath(dir, kRblnConfigFileName);
   absl::StatusOr<std::string> text =

@@ -189,6 +189,12 @@ class EnvWrapper : public Env {
   Env* target_;
 };
 
+// The status for `err` (an errno value) from operation `op` on `path`, with
+// the code mapping in the file comment. Env implementations and wrappers use
+// it so that every error reads alike.
+absl::Status ErrnoToStatus(absl::string_view op, absl::string_view path,
+                           int err);
+
 // Helpers built on Env.
 
 // Joins two path pieces with exactly one '/'.

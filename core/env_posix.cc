@@ -24,31 +24,7 @@ constexpr uint64_t kCloneAlignment = 4096;
 
 absl::Status ErrnoStatus(absl::string_view op, absl::string_view path,
                          int err) {
-  std::string message = absl::StrCat(op, " ", path, ": ", strerror(err));
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
-    case EEXIST:
-    case ENOTEMPTY:
-      return absl::AlreadyExistsError(message);
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return absl::PermissionDeniedError(message);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(
-          absl::StrCat(message, " (free space on that file system)"));
-    case EXDEV:
-      return absl::FailedPreconditionError(message);
-    case EWOULDBLOCK:
-      return absl::UnavailableError(message);
-    case EINVAL:
-      return absl::InvalidArgumentError(message);
-    default:
-      return absl::InternalError(message);
-  }
+  return ErrnoToStatus(op, path, err);
 }
 
 FileType TypeOf(mode_t mode) {
@@ -383,6 +359,35 @@ class PosixEnv : public Env {
 };
 
 }  // namespace
+
+absl::Status ErrnoToStatus(absl::string_view op, absl::string_view path,
+                           int err) {
+  std::string message = absl::StrCat(op, " ", path, ": ", strerror(err));
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      return absl::NotFoundError(message);
+    case EEXIST:
+    case ENOTEMPTY:
+      return absl::AlreadyExistsError(message);
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return absl::PermissionDeniedError(message);
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(
+          absl::StrCat(message, " (free space on that file system)"));
+    case EXDEV:
+      return absl::FailedPreconditionError(message);
+    case EWOULDBLOCK:
+      return absl::UnavailableError(message);
+    case EINVAL:
+      return absl::InvalidArgumentError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
 
 Env* Env::Default() {
   static Env* env = new PosixEnv();

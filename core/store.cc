@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <random>
 #include <utility>
 
@@ -18,12 +19,15 @@
 #include "core/rescale.h"
 #include "core/status_macros.h"
 #include "spdlog/spdlog.h"
+#include "xxhash.h"
 
 namespace rbln {
 namespace {
 
 constexpr absl::string_view kStagingInfix = ".staging-";
 constexpr size_t kStagingRandomDigits = 16;
+// NAME_MAX (255) less the staging decoration (1 + 9 + 16 bytes).
+constexpr size_t kMaxNameComponentBytes = 200;
 
 std::string Dirname(absl::string_view path) {
   const size_t slash = path.rfind('/');
@@ -42,9 +46,20 @@ bool IsWithin(absl::string_view a, absl::string_view b) {
   return a == b || (absl::StartsWith(a, b) && a[b.size()] == '/');
 }
 
-bool IsArtifactDir(Env* env, const std::string& path) {
-  absl::StatusOr<FileStat> st = env->Stat(JoinPath(path, kRblnConfigFileName));
-  return st.ok() && st->type == FileType::kRegular;
+// lstat that tells a missing path (nullopt) from a failure to look, which
+// says nothing about whether the path exists.
+absl::StatusOr<std::optional<FileStat>> StatIfExists(Env* env,
+                                                     const std::string& path) {
+  absl::StatusOr<FileStat> st = env->Stat(path);
+  if (absl::IsNotFound(st.status())) return std::nullopt;
+  RBLN_RETURN_IF_ERROR(st.status());
+  return *st;
+}
+
+absl::StatusOr<bool> IsArtifactDir(Env* env, const std::string& path) {
+  RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> st,
+                        StatIfExists(env, JoinPath(path, kRblnConfigFileName)));
+  return st.has_value() && st->type == FileType::kRegular;
 }
 
 // Removes a staging tree; a second pass covers a transient failure. What
@@ -177,6 +192,11 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(
   }
   auto store = std::unique_ptr<ArtifactStore>(
       new ArtifactStore(env, canonical_root, std::move(options)));
+  std::error_code ec;
+  std::string given =
+      std::filesystem::absolute(root, ec).lexically_normal().string();
+  while (given.size() > 1 && given.back() == '/') given.pop_back();
+  if (!ec && given != canonical_root) store->given_root_ = given;
 
   const std::string state_dir = JoinPath(canonical_root, kStateDirName);
   for (const std::string& dir : {state_dir, JoinPath(state_dir, "locks")}) {
@@ -227,7 +247,7 @@ absl::Status ArtifactStore::RemoveDebris(const std::string& rel_dir) {
       continue;
     }
     if (absl::StartsWith(entry.name, ".")) continue;
-    if (IsArtifactDir(env_, PathOf(rel))) continue;
+    if (IsArtifactDir(env_, PathOf(rel)).value_or(false)) continue;
     RBLN_RETURN_IF_ERROR(RemoveDebris(rel));
   }
   return absl::OkStatus();
@@ -244,12 +264,19 @@ absl::StatusOr<std::string> ArtifactStore::CanonicalName(
   }
   absl::string_view rel = name;
   if (absl::StartsWith(name, "/")) {
-    if (!IsWithin(name, root_)) {
+    // The root as resolved, or as it was given (it may pass through a
+    // symbolic link above the store, e.g. /srv -> /data/srv).
+    absl::string_view root;
+    if (IsWithin(name, root_)) {
+      root = root_;
+    } else if (!given_root_.empty() && IsWithin(name, given_root_)) {
+      root = given_root_;
+    } else {
       return absl::PermissionDeniedError(absl::StrCat(
           name, " is outside the artifact store ", root_,
           "; only artifacts inside the store can be read or changed"));
     }
-    rel = name.substr(root_.size());
+    rel = name.substr(root.size());
   }
   std::vector<std::string> parts;
   for (absl::string_view part : absl::StrSplit(rel, '/', absl::SkipEmpty())) {
@@ -264,6 +291,12 @@ absl::StatusOr<std::string> ArtifactStore::CanonicalName(
           "artifact name ", name, " has a hidden component '", part,
           "'; names starting with '.' are reserved for the daemon"));
     }
+    if (part.size() > kMaxNameComponentBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "artifact name ", name, " has a component of ", part.size(),
+          " bytes; each directory name may have at most ",
+          kMaxNameComponentBytes, " (room is needed for staging names)"));
+    }
     parts.emplace_back(part);
   }
   if (parts.empty()) {
@@ -275,8 +308,8 @@ absl::StatusOr<std::string> ArtifactStore::CanonicalName(
   std::string path = root_;
   for (const std::string& part : parts) {
     path = JoinPath(path, part);
-    absl::StatusOr<FileStat> st = env_->Stat(path);
-    if (!st.ok()) break;  // the rest does not exist yet
+    RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> st, StatIfExists(env_, path));
+    if (!st.has_value()) break;  // the rest does not exist yet
     if (st->type == FileType::kSymlink) {
       return absl::PermissionDeniedError(
           absl::StrCat(path,
@@ -291,12 +324,20 @@ std::string ArtifactStore::PathOf(absl::string_view canonical_name) const {
   return canonical_name.empty() ? root_ : JoinPath(root_, canonical_name);
 }
 
+std::string ArtifactLockPath(absl::string_view store_root,
+                             absl::string_view canonical_name) {
+  // A readable prefix for operators, and a hash so that any name (up to
+  // PATH_MAX) maps to one short file name.
+  const std::string readable = absl::StrReplaceAll(
+      canonical_name.substr(0, 64), {{"%", "%25"}, {"/", "%2F"}});
+  const uint64_t hash = XXH64(canonical_name.data(), canonical_name.size(), 0);
+  return absl::StrCat(store_root, "/", kStateDirName, "/locks/", readable, "-",
+                      absl::Hex(hash, absl::kZeroPad16), ".lock");
+}
+
 std::string ArtifactStore::LockFilePath(
     const std::string& canonical_name) const {
-  const std::string escaped =
-      absl::StrReplaceAll(canonical_name, {{"%", "%25"}, {"/", "%2F"}});
-  return JoinPath(JoinPath(JoinPath(root_, kStateDirName), "locks"),
-                  absl::StrCat(escaped, ".lock"));
+  return ArtifactLockPath(root_, canonical_name);
 }
 
 std::shared_ptr<ArtifactStore::LockEntry> ArtifactStore::Entry(
@@ -349,7 +390,7 @@ absl::StatusOr<std::vector<std::string>> ArtifactStore::List() {
       }
       const std::string child =
           rel.empty() ? entry.name : JoinPath(rel, entry.name);
-      if (IsArtifactDir(env_, PathOf(child))) {
+      if (IsArtifactDir(env_, PathOf(child)).value_or(false)) {
         names.push_back(child);
       } else {
         pending.push_back(child);
@@ -358,6 +399,22 @@ absl::StatusOr<std::vector<std::string>> ArtifactStore::List() {
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+absl::Status ArtifactStore::CheckNotInsideArtifact(
+    const std::string& canonical_name) {
+  for (size_t slash = canonical_name.find('/'); slash != std::string::npos;
+       slash = canonical_name.find('/', slash + 1)) {
+    const std::string ancestor = canonical_name.substr(0, slash);
+    RBLN_ASSIGN_OR_RETURN(bool is_artifact,
+                          IsArtifactDir(env_, PathOf(ancestor)));
+    if (is_artifact) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          canonical_name, " lies inside the artifact ", ancestor,
+          "; artifacts cannot be nested (choose a directory outside it)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
@@ -383,9 +440,58 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
     return absl::InvalidArgumentError(
         "replace applies only to an output directory");
   }
+  for (const std::string& written : lock_names) {
+    RBLN_RETURN_IF_ERROR(CheckNotInsideArtifact(written));
+  }
+  if (request.dry_run) {
+    // A consistent snapshot is enough: no writer lease, so a dry run never
+    // waits behind a long copy.
+    RBLN_ASSIGN_OR_RETURN(Artifact artifact, Read(name));
+    WriteResult result;
+    RBLN_RETURN_IF_ERROR(
+        Plan(request, name, output_name, artifact, &result).status());
+    return result;
+  }
   RBLN_ASSIGN_OR_RETURN(std::unique_ptr<WriterLease> lease,
                         WriterLease::Acquire(this, lock_names));
   return WriteLocked(request, name, output_name);
+}
+
+absl::StatusOr<ResizePlan> ArtifactStore::Plan(const WriteRequest& request,
+                                               const std::string& name,
+                                               const std::string& output_name,
+                                               const Artifact& artifact,
+                                               WriteResult* result) {
+  result->name = name;
+  result->output_name = output_name;
+  result->previous_num_blocks = artifact.current_num_blocks();
+  if (request.expected_current.has_value() &&
+      *request.expected_current != artifact.current_num_blocks()) {
+    return absl::AbortedError(absl::StrCat(
+        "kvcache_num_blocks of ", name, " is ", artifact.current_num_blocks(),
+        ", not the expected ", *request.expected_current,
+        "; nothing was changed (read it again and retry)"));
+  }
+  RBLN_ASSIGN_OR_RETURN(DramChoice device, DeviceFor(artifact));
+  result->dram_source = device.source;
+  ResizePlan plan;
+  if (request.budget.has_value()) {
+    RBLN_ASSIGN_OR_RETURN(FitPlan fit,
+                          PlanFit(artifact, *request.budget, device.spec));
+    result->fit = std::move(fit.fit);
+    plan = std::move(fit.plan);
+  } else {
+    RBLN_ASSIGN_OR_RETURN(plan,
+                          PlanResize(artifact, *request.target, device.spec));
+  }
+  result->new_num_blocks = plan.target_num_blocks;
+  result->warnings = device.warnings;
+  result->warnings.insert(result->warnings.end(), plan.warnings.begin(),
+                          plan.warnings.end());
+  if (!output_name.empty()) {
+    RBLN_RETURN_IF_ERROR(CheckOutput(output_name, request.replace).status());
+  }
+  return plan;
 }
 
 absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
@@ -396,33 +502,8 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
   // stays current until the commit.
   RBLN_ASSIGN_OR_RETURN(Artifact artifact, Artifact::Open(env_, PathOf(name)));
   WriteResult result;
-  result.name = name;
-  result.output_name = output_name;
-  result.previous_num_blocks = artifact.current_num_blocks();
-  if (request.expected_current.has_value() &&
-      *request.expected_current != artifact.current_num_blocks()) {
-    return absl::AbortedError(absl::StrCat(
-        "kvcache_num_blocks of ", name, " is ", artifact.current_num_blocks(),
-        ", not the expected ", *request.expected_current,
-        "; nothing was changed (read it again and retry)"));
-  }
-  RBLN_ASSIGN_OR_RETURN(DramChoice device, DeviceFor(artifact));
-  result.dram_source = device.source;
-  ResizePlan plan;
-  if (request.budget.has_value()) {
-    RBLN_ASSIGN_OR_RETURN(FitPlan fit,
-                          PlanFit(artifact, *request.budget, device.spec));
-    result.fit = std::move(fit.fit);
-    plan = std::move(fit.plan);
-  } else {
-    RBLN_ASSIGN_OR_RETURN(plan,
-                          PlanResize(artifact, *request.target, device.spec));
-  }
-  result.new_num_blocks = plan.target_num_blocks;
-  result.warnings = device.warnings;
-  result.warnings.insert(result.warnings.end(), plan.warnings.begin(),
-                         plan.warnings.end());
-  if (request.dry_run) return result;
+  RBLN_ASSIGN_OR_RETURN(ResizePlan plan,
+                        Plan(request, name, output_name, artifact, &result));
 
   WriteResizedOptions write_options;
   write_options.is_cancelled = request.is_cancelled;
@@ -440,10 +521,12 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
   }
   if (output_name.empty()) {
     if (plan.is_no_op()) return result;
-    RBLN_RETURN_IF_ERROR(CommitInPlace(artifact, plan, name, write_options));
+    RBLN_RETURN_IF_ERROR(
+        CommitInPlace(artifact, plan, name, write_options, &result.warnings));
   } else {
     RBLN_RETURN_IF_ERROR(CommitToOutput(artifact, plan, output_name,
-                                        request.replace, write_options));
+                                        request.replace, write_options,
+                                        &result.warnings));
   }
   result.written = true;
   return result;
@@ -456,80 +539,133 @@ absl::Status ArtifactStore::Exchange(const std::string& name,
   return env_->RenameExchange(staging, PathOf(name));
 }
 
+namespace {
+
+// A failure after the commit point: the new version is in place, so the
+// write succeeded, but the parent's fsync did not make it durable yet.
+void NoteUndurable(const absl::Status& status,
+                   std::vector<std::string>* warnings) {
+  if (status.ok()) return;
+  warnings->push_back(
+      absl::StrCat("the change is in place but could not be made durable (",
+                   status.message(),
+                   "); a power loss now could bring back the old "
+                   "version"));
+}
+
+}  // namespace
+
+absl::Status ArtifactStore::Stage(const Artifact& artifact,
+                                  const ResizePlan& plan,
+                                  const std::string& staging,
+                                  const std::string& what,
+                                  const WriteResizedOptions& write_options) {
+  RBLN_RETURN_IF_ERROR(env_->CreateDir(staging));
+  absl::Status status =
+      WriteResizedArtifact(env_, artifact, plan, staging, write_options);
+  if (absl::IsResourceExhausted(status)) {
+    uint64_t bytes = 0;
+    for (const ContainerFile& file : artifact.containers()) {
+      bytes += file.container.file_size;
+    }
+    status = absl::ResourceExhaustedError(
+        absl::StrCat("not enough free space to write ", what,
+                     " (the containers alone "
+                     "need about ",
+                     (bytes >> 20) + 1,
+                     " MiB on that file system); nothing "
+                     "was changed: ",
+                     status.message()));
+  }
+  if (!status.ok()) RemoveStaging(env_, staging);
+  return status;
+}
+
 absl::Status ArtifactStore::CommitInPlace(
     const Artifact& artifact, const ResizePlan& plan, const std::string& name,
-    const WriteResizedOptions& write_options) {
+    const WriteResizedOptions& write_options,
+    std::vector<std::string>* warnings) {
   const std::string path = PathOf(name);
   const std::string parent = Dirname(path);
   const std::string staging = JoinPath(parent, StagingNameFor(Basename(path)));
-  RBLN_RETURN_IF_ERROR(env_->CreateDir(staging));
   WriteResizedOptions options = write_options;
   options.link_companions = true;
-  absl::Status status =
-      WriteResizedArtifact(env_, artifact, plan, staging, options);
-  if (status.ok()) status = Exchange(name, staging);
+  RBLN_RETURN_IF_ERROR(Stage(artifact, plan, staging,
+                             absl::StrCat("the resized ", name), options));
+  absl::Status status = Exchange(name, staging);
   if (!status.ok()) {
     RemoveStaging(env_, staging);
     return status;
   }
   // From here the artifact path holds the new version; `staging` the old.
-  status = env_->SyncDir(parent);
+  NoteUndurable(env_->SyncDir(parent), warnings);
   RemoveStaging(env_, staging);
-  return status;
+  return absl::OkStatus();
 }
 
-absl::Status ArtifactStore::CommitToOutput(
-    const Artifact& artifact, const ResizePlan& plan,
-    const std::string& output_name, bool replace,
-    const WriteResizedOptions& write_options) {
+absl::StatusOr<bool> ArtifactStore::CheckOutput(const std::string& output_name,
+                                                bool replace) {
   const std::string dest = PathOf(output_name);
   const std::string parent = Dirname(dest);
-  absl::StatusOr<FileStat> parent_st = env_->Stat(parent);
-  if (!parent_st.ok() || parent_st->type != FileType::kDirectory) {
+  RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> parent_st,
+                        StatIfExists(env_, parent));
+  if (!parent_st.has_value() || parent_st->type != FileType::kDirectory) {
     return absl::NotFoundError(
         absl::StrCat("the parent of output directory ", output_name,
                      " does not exist; create ", parent, " first"));
   }
-  absl::StatusOr<FileStat> dest_st = env_->Stat(dest);
-  const bool exists = dest_st.ok();
-  if (exists && !replace) {
+  RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> dest_st,
+                        StatIfExists(env_, dest));
+  if (!dest_st.has_value()) return false;
+  if (!replace) {
     return absl::AlreadyExistsError(absl::StrCat(
         "output directory ", output_name,
         " already exists; choose a new directory, or ask to replace it"));
   }
-  if (exists) {
-    if (dest_st->type != FileType::kDirectory) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "refusing to replace ", output_name, ": it is not a directory"));
-    }
-    RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env_->ListDir(dest));
-    if (!entries.empty() && !IsArtifactDir(env_, dest)) {
+  if (dest_st->type != FileType::kDirectory) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to replace ", output_name, ": it is not a directory"));
+  }
+  RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env_->ListDir(dest));
+  if (!entries.empty()) {
+    RBLN_ASSIGN_OR_RETURN(bool is_artifact, IsArtifactDir(env_, dest));
+    if (!is_artifact) {
       return absl::FailedPreconditionError(
           absl::StrCat("refusing to replace ", output_name,
                        ": it is neither empty nor a compiled artifact"));
     }
   }
+  return true;
+}
+
+absl::Status ArtifactStore::CommitToOutput(
+    const Artifact& artifact, const ResizePlan& plan,
+    const std::string& output_name, bool replace,
+    const WriteResizedOptions& write_options,
+    std::vector<std::string>* warnings) {
+  // Checked again under the lease: the destination may have appeared since.
+  RBLN_ASSIGN_OR_RETURN(const bool exists, CheckOutput(output_name, replace));
+  const std::string dest = PathOf(output_name);
+  const std::string parent = Dirname(dest);
   const std::string staging = JoinPath(parent, StagingNameFor(Basename(dest)));
-  RBLN_RETURN_IF_ERROR(env_->CreateDir(staging));
-  absl::Status status =
-      WriteResizedArtifact(env_, artifact, plan, staging, write_options);
-  if (status.ok()) {
-    status = exists ? Exchange(output_name, staging)
-                    : env_->RenameNoReplace(staging, dest);
+  RBLN_RETURN_IF_ERROR(Stage(artifact, plan, staging,
+                             absl::StrCat("the resized copy ", output_name),
+                             write_options));
+  absl::Status status = exists ? Exchange(output_name, staging)
+                               : env_->RenameNoReplace(staging, dest);
+  if (!status.ok()) {
+    RemoveStaging(env_, staging);
     if (absl::IsAlreadyExists(status)) {
-      status = absl::AlreadyExistsError(
+      return absl::AlreadyExistsError(
           absl::StrCat("output directory ", output_name,
                        " was created by someone else meanwhile; nothing "
                        "was written there"));
     }
-  }
-  if (!status.ok()) {
-    RemoveStaging(env_, staging);
     return status;
   }
-  status = env_->SyncDir(parent);
+  NoteUndurable(env_->SyncDir(parent), warnings);
   if (exists) RemoveStaging(env_, staging);  // the replaced tree
-  return status;
+  return absl::OkStatus();
 }
 
 }  // namespace rbln

@@ -135,20 +135,44 @@ class ArtifactStore {
   ArtifactStore(Env* env, std::string root, StoreOptions options);
   std::shared_ptr<LockEntry> Entry(const std::string& canonical_name);
   std::string LockFilePath(const std::string& canonical_name) const;
+  // INVALID_ARGUMENT when a proper ancestor of the name is an artifact.
+  absl::Status CheckNotInsideArtifact(const std::string& canonical_name);
   absl::Status RemoveDebris(const std::string& rel_dir);
+  // Reads the request against `artifact` (compare-and-set, device, guards,
+  // output checks) into `result`; returns the resize to make.
+  absl::StatusOr<ResizePlan> Plan(const WriteRequest& request,
+                                  const std::string& name,
+                                  const std::string& output_name,
+                                  const Artifact& artifact,
+                                  WriteResult* result);
   absl::StatusOr<WriteResult> WriteLocked(const WriteRequest& request,
                                           const std::string& name,
                                           const std::string& output_name);
+  // Writes the resized artifact into `staging` (created here); on error
+  // removes it. `what` names the result in a disk-full message.
+  absl::Status Stage(const Artifact& artifact, const ResizePlan& plan,
+                     const std::string& staging, const std::string& what,
+                     const WriteResizedOptions& write_options);
+  // The commits append warnings (e.g. a failed fsync after the commit
+  // point) to `warnings`.
   absl::Status CommitInPlace(const Artifact& artifact, const ResizePlan& plan,
                              const std::string& name,
-                             const WriteResizedOptions& write_options);
+                             const WriteResizedOptions& write_options,
+                             std::vector<std::string>* warnings);
+  // Whether the output exists (and may be replaced); the errors a real
+  // write would give for it (parent missing, exists without replace, not
+  // replaceable).
+  absl::StatusOr<bool> CheckOutput(const std::string& output_name,
+                                   bool replace);
   absl::Status CommitToOutput(const Artifact& artifact, const ResizePlan& plan,
                               const std::string& output_name, bool replace,
-                              const WriteResizedOptions& write_options);
+                              const WriteResizedOptions& write_options,
+                              std::vector<std::string>* warnings);
   absl::Status Exchange(const std::string& name, const std::string& staging);
 
   Env* const env_;
-  const std::string root_;
+  const std::string root_;  // resolved (realpath)
+  std::string given_root_;  // as given, when it differs
   const StoreOptions options_;
   const std::unique_ptr<DramProvider> spec_table_;
   std::unique_ptr<FileLock> store_lock_;
@@ -160,6 +184,12 @@ class ArtifactStore {
   absl::flat_hash_map<std::string, std::weak_ptr<LockEntry>> entries_
       ABSL_GUARDED_BY(mu_);
 };
+
+// The file whose exclusive flock a writer of `canonical_name` holds, in the
+// store's state directory. A maintenance tool that changes an artifact
+// directly takes the same lock to keep the daemon out.
+std::string ArtifactLockPath(absl::string_view store_root,
+                             absl::string_view canonical_name);
 
 // Staging names: `.<name>.staging-<16 lowercase hex digits>`.
 std::string StagingNameFor(absl::string_view name);

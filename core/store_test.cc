@@ -635,8 +635,7 @@ TEST_F(StoreTest, RecoveryKeepsStagingOfAnArtifactLockedElsewhere) {
   store_.reset();
   const std::string live = tmp_.Join(StagingNameFor("a"));
   ASSERT_NO_FATAL_FAILURE(MakeDirs(live));
-  const std::string lock_path =
-      JoinPath(JoinPath(tmp_.Join(kStateDirName), "locks"), "a.lock");
+  const std::string lock_path = ArtifactLockPath(tmp_.path(), "a");
   absl::StatusOr<std::unique_ptr<FileLock>> held =
       env_->LockFile(lock_path, /*exclusive=*/true, /*wait=*/false);
   ASSERT_TRUE(held.ok()) << held.status();
@@ -824,9 +823,9 @@ TEST_F(StoreTest, AnArtifactLockedByAnotherProcessIsUnavailable) {
       env_, tmp_.path(), {.wait_for_artifact_locks = false});
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("b")));
-  absl::StatusOr<std::unique_ptr<FileLock>> held = env_->LockFile(
-      JoinPath(JoinPath(tmp_.Join(kStateDirName), "locks"), "a.lock"),
-      /*exclusive=*/true, /*wait=*/false);
+  absl::StatusOr<std::unique_ptr<FileLock>> held =
+      env_->LockFile(ArtifactLockPath(tmp_.path(), "a"), /*exclusive=*/true,
+                     /*wait=*/false);
   ASSERT_TRUE(held.ok()) << held.status();
 
   const auto before = HashStore(tmp_.path());
@@ -1286,16 +1285,11 @@ TEST_F(StoreTest, ListOfAStoreWithoutArtifactsIsEmpty) {
 }
 
 // ---------------------------------------------------------------------------
-// Known bugs in core/store.cc: these tests describe the expected behaviour
-// and stay disabled until the store is fixed (run them with
-// --gtest_also_run_disabled_tests).
+// Regressions: each of these once failed.
 
-// BUG: LockFilePath() puts the whole canonical name, '/' escaped as "%2F",
-// into ONE file name under .rbln-artifactd/locks/, so a nested artifact whose
-// components are each legal but whose full name is longer than about 250
-// bytes cannot be written: every Write fails INTERNAL "open
-// .../locks/<name>.lock: File name too long" before anything is read.
-TEST_F(StoreTest, DISABLED_WritesANestedArtifactWithALongName) {
+// The lock file of a long nested name still fits one file name (it is
+// hashed).
+TEST_F(StoreTest, WritesANestedArtifactWithALongName) {
   const std::string name =
       absl::StrCat(std::string(90, 'x'), "/", std::string(90, 'y'), "/",
                    std::string(90, 'z'));
@@ -1306,30 +1300,30 @@ TEST_F(StoreTest, DISABLED_WritesANestedArtifactWithALongName) {
   EXPECT_EQ(CurrentBlocks(name), 10u);
 }
 
-// BUG: StagingNameFor() adds 26 bytes ('.' + ".staging-" + 16 hex digits) to
-// the artifact's directory name, so an artifact (or output directory) whose
-// own name is legal but longer than 229 bytes cannot be written: Write fails
-// INTERNAL "mkdir .../.<name>.staging-<hex>: File name too long".
-TEST_F(StoreTest, DISABLED_WritesAnArtifactWithALongDirectoryName) {
-  const std::string name(240, 'w');  // NAME_MAX is 255
+// Staging adds 26 bytes to a directory name, so names are limited to 200
+// bytes a component: longer ones get a clear INVALID_ARGUMENT instead of
+// "File name too long" from mkdir; 200 works.
+TEST_F(StoreTest, LongDirectoryNamesAreRefusedClearlyOrWork) {
+  const std::string too_long(240, 'w');  // NAME_MAX is 255
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join(too_long)));
+  EXPECT_THAT(store_->Write({.name = too_long, .target = uint64_t{10}}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "at most 200"));
+  const std::string name(200, 'w');
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join(name)));
   absl::StatusOr<WriteResult> r =
       store_->Write({.name = name, .target = uint64_t{10}});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(CurrentBlocks(name), 10u);
-  r = store_->Write(
-      {.name = "a", .target = uint64_t{11}, .output_name = name + "-2"});
+  r = store_->Write({.name = "a",
+                     .target = uint64_t{11},
+                     .output_name = std::string(200, 'v')});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(CurrentBlocks(name + "-2"), 11u);
+  EXPECT_EQ(CurrentBlocks(std::string(200, 'v')), 11u);
 }
 
-// BUG: Open() keeps only realpath(root), and CanonicalName() compares an
-// absolute name with it textually. A store opened as /srv/models where /srv
-// is a symbolic link (common with mounted volumes) refuses
-// "/srv/models/llama" with PERMISSION_DENIED "... is outside the artifact
-// store /mnt/.../models", although that path is the store's own path as the
-// operator configured it and resolves inside it.
-TEST_F(StoreTest, DISABLED_AcceptsAbsoluteNamesUnderTheRootAsGiven) {
+// A store opened through a symbolic link above it (/srv -> /data/srv)
+// accepts absolute names under the root as configured.
+TEST_F(StoreTest, AcceptsAbsoluteNamesUnderTheRootAsGiven) {
   testing::TempDir other;
   ASSERT_NO_FATAL_FAILURE(MakeSymlink(tmp_.path(), other.Join("models")));
   store_.reset();
@@ -1344,12 +1338,9 @@ TEST_F(StoreTest, DISABLED_AcceptsAbsoluteNamesUnderTheRootAsGiven) {
   EXPECT_EQ(a->current_num_blocks(), kInitialBlocks);
 }
 
-// BUG: Write() checks that the output directory does not overlap the SOURCE
-// artifact, but not that it lies inside ANOTHER artifact. An output such as
-// "b/inner" (b an artifact) is written into b's directory without b's lock:
-// b silently gains a companion directory "inner" (which every later resize of
-// b copies along), and List() never reports "b/inner".
-TEST_F(StoreTest, DISABLED_RefusesAnOutputDirectoryInsideAnotherArtifact) {
+// An output inside ANOTHER artifact ("b/inner") would change b without b's
+// lock: refused.
+TEST_F(StoreTest, RefusesAnOutputDirectoryInsideAnotherArtifact) {
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("b")));
   const auto b_before = testing::HashTree(tmp_.Join("b"));
   absl::StatusOr<WriteResult> r = store_->Write(
@@ -1359,11 +1350,9 @@ TEST_F(StoreTest, DISABLED_RefusesAnOutputDirectoryInsideAnotherArtifact) {
   EXPECT_EQ(testing::HashTree(tmp_.Join("b")), b_before);
 }
 
-// BUG: a dry run returns before CommitToOutput, so it never checks the output
-// directory: with an existing output (and no replace) or a missing parent it
-// reports OK, while the same request without dry_run fails ALREADY_EXISTS or
-// NOT_FOUND. A dry run should fail where the real write would.
-TEST_F(StoreTest, DISABLED_DryRunChecksTheOutputDirectory) {
+// A dry run fails where the real write would (existing output, missing
+// parent).
+TEST_F(StoreTest, DryRunChecksTheOutputDirectory) {
   ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("taken")));
   EXPECT_THAT(store_->Write({.name = "a",
                              .target = uint64_t{10},

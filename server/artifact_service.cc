@@ -145,20 +145,23 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
       progress_[op_id] = {done, total};
     };
   }
+  // Dry runs write nothing and wait for no lock: they are not counted.
+  const bool counted = !request.dry_run;
   {
     absl::MutexLock lock(&mu_);
-    if (active_writes_ >= max_concurrent_writes_) {
+    if (counted && active_writes_ >= max_concurrent_writes_) {
       return absl::UnavailableError(absl::StrCat(
-          max_concurrent_writes_,
-          " writes are already running; retry when one has finished"));
+          "the daemon is already running its limit of ", max_concurrent_writes_,
+          " concurrent write(s) (--max-concurrent-writes); retry when one "
+          "has finished"));
     }
-    ++active_writes_;
+    if (counted) ++active_writes_;
     if (!op_id.empty()) progress_[op_id] = {};
   }
   absl::StatusOr<WriteResult> result = store_->Write(request);
   {
     absl::MutexLock lock(&mu_);
-    --active_writes_;
+    if (counted) --active_writes_;
     progress_.erase(op_id);
   }
   RBLN_RETURN_IF_ERROR(result.status());

@@ -1,5 +1,6 @@
 #include "core/testing/fault_injection_env.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,30 +18,33 @@ namespace {
 // The codes env.h documents for errno values, so that an injected error looks
 // to the caller like the real one would.
 absl::Status InjectedStatus(absl::string_view call, int err) {
-  const std::string message =
-      absl::StrCat(call, ": ", strerror(err), " (injected)");
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
-    case EEXIST:
-    case ENOTEMPTY:
-      return absl::AlreadyExistsError(message);
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return absl::PermissionDeniedError(message);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(message);
-    case EXDEV:
-      return absl::FailedPreconditionError(message);
-    default:
-      return absl::InternalError(message);
-  }
+  const absl::Status real = ErrnoToStatus(call, "", err);
+  return absl::Status(real.code(), absl::StrCat(real.message(), " (injected)"));
 }
 
 }  // namespace
+
+struct FaultInjectionEnv::WrittenFile {
+  explicit WrittenFile(std::string path_in) : path(std::move(path_in)) {
+    // A descriptor of our own follows the file through renames (the staging
+    // directory becomes the artifact), where a path would not.
+    fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      ADD_FAILURE() << "FaultInjectionEnv: open " << path << ": "
+                    << strerror(errno);
+    }
+  }
+  ~WrittenFile() {
+    if (fd >= 0) ::close(fd);
+  }
+  WrittenFile(const WrittenFile&) = delete;
+  WrittenFile& operator=(const WrittenFile&) = delete;
+
+  const std::string path;  // where it was created
+  int fd;
+  uint64_t size = 0;
+  uint64_t synced_size = 0;
+};
 
 class FaultInjectionEnv::CountedRandomAccessFile : public RandomAccessFile {
  public:
@@ -97,7 +101,7 @@ class FaultInjectionEnv::CountedWritableFile : public WritableFile {
 
   absl::Status Sync() override {
     RBLN_RETURN_IF_ERROR(env_->Tick("Sync", path()));
-    RBLN_RETURN_IF_ERROR(base_->Sync());
+    if (env_->options_.forward_syncs) RBLN_RETURN_IF_ERROR(base_->Sync());
     env_->RecordSync(*written_);
     return absl::OkStatus();
   }
@@ -195,13 +199,9 @@ absl::Status FaultInjectionEnv::Tick(absl::string_view op,
 
 void FaultInjectionEnv::DropUnsyncedData() {
   for (const std::shared_ptr<WrittenFile>& file : written_) {
-    // A file synced after its last write loses nothing; leaving it alone also
-    // matters because its path may by now name another file (the old tree
-    // after an exchange).
-    if (file->size <= file->synced_size) continue;
-    if (::truncate(file->path.c_str(), static_cast<off_t>(file->synced_size)) !=
-            0 &&
-        errno != ENOENT) {
+    // A file synced after its last write has nothing to lose.
+    if (file->size <= file->synced_size || file->fd < 0) continue;
+    if (::ftruncate(file->fd, static_cast<off_t>(file->synced_size)) != 0) {
       ADD_FAILURE() << "FaultInjectionEnv: truncate " << file->path << ": "
                     << strerror(errno);
     }
@@ -210,8 +210,7 @@ void FaultInjectionEnv::DropUnsyncedData() {
 
 std::shared_ptr<FaultInjectionEnv::WrittenFile>
 FaultInjectionEnv::TrackWrittenFile(const std::string& path) {
-  auto file = std::make_shared<WrittenFile>();
-  file->path = path;
+  auto file = std::make_shared<WrittenFile>(path);
   absl::MutexLock lock(&mu_);
   written_.push_back(file);
   return file;
@@ -302,6 +301,7 @@ absl::Status FaultInjectionEnv::RenameExchange(const std::string& a,
 
 absl::Status FaultInjectionEnv::SyncDir(const std::string& path) {
   RBLN_RETURN_IF_ERROR(Tick("SyncDir", path));
+  if (!options_.forward_syncs) return absl::OkStatus();
   return target()->SyncDir(path);
 }
 

@@ -13,7 +13,8 @@
 //  * CrashAt(k): the k-th call from now and every later one fail. At that
 //    moment every file written through this Env loses what it was not
 //    fsynced: it is truncated to its size at its last Sync() (0 if never
-//    synced), as the kernel would drop an unwritten page cache.
+//    synced), as the kernel would drop an unwritten page cache. The file is
+//    found by a descriptor of its own, so wherever a rename has moved it.
 //
 // Directory entries are not rolled back at a crash (a rename or an unlink
 // stays done even if its directory was never fsynced).
@@ -36,9 +37,19 @@
 
 namespace rbln::testing {
 
+struct FaultInjectionOptions {
+  // Pass Sync() and SyncDir() on to the wrapped Env. A test that relies only
+  // on CrashAt's simulated data loss may turn this off: the calls are still
+  // counted, can still fail, and still mark data as synced, but the test no
+  // longer waits for the disk to flush (milliseconds per call).
+  bool forward_syncs = true;
+};
+
 class FaultInjectionEnv : public EnvWrapper {
  public:
-  explicit FaultInjectionEnv(Env* target) : EnvWrapper(target) {}
+  explicit FaultInjectionEnv(Env* target,
+                             const FaultInjectionOptions& options = {})
+      : EnvWrapper(target), options_(options) {}
 
   // The k-th call (1-based) from now fails with `error_number`; replaces any
   // pending fault.
@@ -88,22 +99,19 @@ class FaultInjectionEnv : public EnvWrapper {
   class CountedFileLock;
 
   // What a WritableFile opened through this Env has written and synced.
-  struct WrittenFile {
-    std::string path;
-    uint64_t size = 0;
-    uint64_t synced_size = 0;
-  };
+  struct WrittenFile;
 
   // Every counted call starts here: logs it, and returns the injected error
   // when it is the one to fail (or the crash has happened). `op` is the
   // method's name.
   absl::Status Tick(absl::string_view op, absl::string_view path);
-  // Truncates every written file to its synced size.
+  // Truncates every written file to its size at its last sync.
   void DropUnsyncedData() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<WrittenFile> TrackWrittenFile(const std::string& path);
   void RecordWrite(WrittenFile& file, uint64_t end);
   void RecordSync(WrittenFile& file);
 
+  const FaultInjectionOptions options_;
   mutable absl::Mutex mu_;
   std::vector<std::string> call_log_ ABSL_GUARDED_BY(mu_);
   int64_t fault_at_ ABSL_GUARDED_BY(mu_) = 0;  // 0: none pending

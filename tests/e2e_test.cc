@@ -1,0 +1,1151 @@
+// End-to-end tests: the real rbln-artifactd process on a real Unix socket
+// (and once on TCP), a store synthesized by rbln-artifact-synth, and the
+// rbln-artifact client run as a user runs it, from the store directory with
+// relative paths. Every check reads the artifacts back from disk, so a
+// client that prints the right thing while the daemon writes the wrong thing
+// fails.
+//
+// Processes are bounded: a daemon that does not come up, or a client or
+// daemon that does not exit, fails the test instead of hanging it.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "core/artifact.h"
+#include "core/env.h"
+#include "core/testing/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rapidjson/document.h"
+#include "tests/artifact_check.h"
+
+extern char** environ;
+
+namespace rbln {
+namespace {
+
+using ::rbln::testing::BinaryPath;
+using ::rbln::testing::HashTree;
+using ::rbln::testing::ReadFileOrDie;
+using ::rbln::testing::TempDir;
+using ::testing::HasSubstr;
+
+// Generous bounds that only turn hangs into failures.
+constexpr auto kStartTimeout = std::chrono::seconds(30);
+constexpr auto kExitTimeout = std::chrono::seconds(60);
+constexpr char kCommandTimeout[] = "timeout -k 5 60";
+
+std::string ShellQuote(absl::string_view text) {
+  return absl::StrCat("'", absl::StrReplaceAll(text, {{"'", "'\\''"}}), "'");
+}
+
+std::string ReadIfExists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec) ? ReadFileOrDie(path) : "";
+}
+
+// Starts `argv` in `cwd` with stdout and stderr to the given files. Returns
+// the pid, or -1 (with a test failure) when it cannot be spawned.
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& cwd,
+            const std::string& stdout_path, const std::string& stderr_path) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null",
+                                   O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, stdout_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> args;
+  for (const std::string& arg : argv) {
+    args.push_back(const_cast<char*>(arg.c_str()));
+  }
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int error =
+      posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (error != 0) {
+    ADD_FAILURE() << "posix_spawn " << args[0] << ": " << strerror(error);
+    return -1;
+  }
+  return pid;
+}
+
+// Waits for `pid` to exit, at most `timeout`; then kills it (and fails the
+// test). Returns the wait status, or nullopt when it had to be killed.
+std::optional<int> WaitBounded(pid_t pid, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) return status;
+    if (done < 0) {
+      ADD_FAILURE() << "waitpid " << pid << ": " << strerror(errno);
+      return std::nullopt;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "process " << pid << " did not exit within "
+                    << timeout.count() << " s; killing it";
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exit ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat("signal ", WTERMSIG(status));
+  return absl::StrCat("wait status ", status);
+}
+
+// True when something accepts a connection at `address` (unix:PATH or
+// 127.0.0.1:PORT).
+bool Accepts(const std::string& address) {
+  int fd = -1;
+  int rc = -1;
+  if (absl::StartsWith(address, "unix:")) {
+    const std::string path = address.substr(5);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof(addr.sun_path)) return false;
+    path.copy(addr.sun_path, path.size());
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  } else {
+    std::vector<std::string> parts = absl::StrSplit(address, ':');
+    int port = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &port)) return false;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (inet_pton(AF_INET, parts[0].c_str(), &addr.sin_addr) != 1) {
+      return false;
+    }
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  }
+  close(fd);
+  return rc == 0;
+}
+
+// A TCP port that was free a moment ago (bound to port 0, then released).
+int PickFreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ADD_FAILURE() << "cannot pick a free port: " << strerror(errno);
+    if (fd >= 0) close(fd);
+    return 0;
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// One run of a command: exit code, stdout and stderr apart.
+struct Outcome {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::ostream& operator<<(std::ostream& os, const Outcome& o) {
+  return os << "exit " << o.code << "\n--- stdout:\n"
+            << o.out << "--- stderr:\n"
+            << o.err;
+}
+
+// A running rbln-artifactd with its logs in files.
+struct Daemon {
+  pid_t pid = -1;
+  std::string address;
+  std::string stdout_path;
+  std::string stderr_path;
+
+  std::string Logs() const {
+    return absl::StrCat("daemon stdout:\n", ReadIfExists(stdout_path),
+                        "daemon stderr:\n", ReadIfExists(stderr_path));
+  }
+};
+
+// Starts rbln-artifactd with `flags` and waits until `address` accepts
+// connections. A daemon that exits or does not come up in time fails the test
+// with its stderr.
+void StartDaemonWithFlags(const std::string& work_dir,
+                          const std::string& address,
+                          const std::vector<std::string>& flags,
+                          Daemon* daemon) {
+  static int started = 0;
+  const std::string tag = absl::StrCat("daemon", started++);
+  daemon->address = address;
+  daemon->stdout_path = absl::StrCat(work_dir, "/", tag, ".out");
+  daemon->stderr_path = absl::StrCat(work_dir, "/", tag, ".err");
+  std::vector<std::string> argv = {BinaryPath("rbln-artifactd")};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  daemon->pid = Spawn(argv, work_dir, daemon->stdout_path, daemon->stderr_path);
+  ASSERT_GT(daemon->pid, 0);
+  const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+  while (!Accepts(address)) {
+    int status = 0;
+    if (waitpid(daemon->pid, &status, WNOHANG) == daemon->pid) {
+      daemon->pid = -1;
+      FAIL() << "rbln-artifactd " << absl::StrJoin(argv, " ")
+             << " exited at start (" << DescribeWaitStatus(status) << ")\n"
+             << daemon->Logs();
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(daemon->pid, SIGKILL);
+      waitpid(daemon->pid, &status, 0);
+      daemon->pid = -1;
+      FAIL() << "rbln-artifactd did not accept connections on " << address
+             << " within " << kStartTimeout.count() << " s\n"
+             << daemon->Logs();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// rbln-artifactd --store `store` --listen `address` --log-level warn
+// `extra_flags`, as StartDaemonWithFlags.
+void StartDaemon(const std::string& work_dir, const std::string& store,
+                 const std::string& address,
+                 const std::vector<std::string>& extra_flags, Daemon* daemon) {
+  std::vector<std::string> flags = {"--store", store,         "--listen",
+                                    address,   "--log-level", "warn"};
+  flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+  StartDaemonWithFlags(work_dir, address, flags, daemon);
+}
+
+// SIGTERM, then the daemon must exit with status 0 (graceful shutdown) and,
+// for a Unix socket, remove it.
+void StopDaemon(Daemon* daemon) {
+  if (daemon->pid <= 0) return;
+  ASSERT_EQ(kill(daemon->pid, SIGTERM), 0) << strerror(errno);
+  std::optional<int> status = WaitBounded(daemon->pid, kExitTimeout);
+  daemon->pid = -1;
+  ASSERT_TRUE(status.has_value()) << daemon->Logs();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << "rbln-artifactd after SIGTERM: " << DescribeWaitStatus(*status) << "\n"
+      << daemon->Logs();
+  if (absl::StartsWith(daemon->address, "unix:")) {
+    EXPECT_FALSE(std::filesystem::exists(daemon->address.substr(5)))
+        << "the daemon left its socket behind";
+  }
+}
+
+// Runs `command` through the shell with stderr captured apart (RunCommand
+// merges what reaches the outer shell's stderr into stdout).
+Outcome RunShell(const std::string& command, const std::string& stderr_path) {
+  Outcome outcome;
+  outcome.code = rbln::testing::RunCommand(
+      absl::StrCat("((", command, ") 2>", ShellQuote(stderr_path), ")"),
+      &outcome.out);
+  outcome.err = ReadIfExists(stderr_path);
+  return outcome;
+}
+
+// rbln-artifact --server `server` ARGS (unquoted: split by the shell), run in
+// `cwd`.
+Outcome RunClient(const std::string& server, const std::string& args,
+                  const std::string& cwd, const std::string& stderr_path) {
+  return RunShell(absl::StrCat("cd ", ShellQuote(cwd), " && ", kCommandTimeout,
+                               " ", ShellQuote(BinaryPath("rbln-artifact")),
+                               " --server ", ShellQuote(server), " ", args),
+                  stderr_path);
+}
+
+void Synthesize(const std::string& preset, const std::string& out_dir,
+                const std::vector<std::string>& extra_flags = {}) {
+  std::string output;
+  std::vector<std::string> quoted;
+  for (const std::string& flag : extra_flags) {
+    quoted.push_back(ShellQuote(flag));
+  }
+  const int code = rbln::testing::RunCommand(
+      absl::StrCat(ShellQuote(BinaryPath("rbln-artifact-synth")), " --preset ",
+                   preset, " --payload-bytes 64KiB --out ", ShellQuote(out_dir),
+                   " ", absl::StrJoin(quoted, " ")),
+      &output);
+  ASSERT_EQ(code, 0) << output;
+}
+
+uint64_t CountOnDisk(const std::string& dir) {
+  absl::StatusOr<Artifact> artifact =
+      Artifact::Open(Env::Default(), dir, {.verify_payload = true});
+  EXPECT_TRUE(artifact.ok()) << dir << ": " << artifact.status();
+  return artifact.ok() ? artifact->current_num_blocks() : 0;
+}
+
+// A uint64 field of a JSON object; proto3 JSON prints 64-bit integers as
+// strings, so both forms are accepted. Fails the test when it is missing.
+uint64_t JsonU64(const rapidjson::Value& object, const char* field) {
+  if (!object.IsObject() || !object.HasMember(field)) {
+    ADD_FAILURE() << "JSON has no field " << field;
+    return 0;
+  }
+  const rapidjson::Value& value = object[field];
+  uint64_t parsed = 0;
+  if (value.IsUint64()) return value.GetUint64();
+  if (value.IsString() && absl::SimpleAtoi(value.GetString(), &parsed)) {
+    return parsed;
+  }
+  ADD_FAILURE() << "JSON field " << field << " is not an unsigned integer";
+  return 0;
+}
+
+// Parses stdout as one JSON object (fails the test otherwise).
+rapidjson::Document ParseJson(const Outcome& outcome) {
+  rapidjson::Document doc;
+  doc.Parse(outcome.out.c_str());
+  EXPECT_FALSE(doc.HasParseError()) << "not JSON: " << outcome;
+  EXPECT_TRUE(doc.IsObject()) << outcome;
+  return doc;
+}
+
+// A store with two synthesized artifacts ("tiny" and "llama", the
+// llama3-8b-ca12-tp4 preset) served by a daemon on `<root>/d.sock`, spelled
+// as the store's sibling: `<root>/store/../d.sock`.
+class E2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directory(store_);
+    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath("tiny")));
+    ASSERT_NO_FATAL_FAILURE(
+        Synthesize("llama3-8b-ca12-tp4", StorePath("llama")));
+    ASSERT_NO_FATAL_FAILURE(
+        StartDaemon(root_.path(), store_, address_, DaemonFlags(), &daemon_));
+  }
+
+  void TearDown() override { StopDaemon(&daemon_); }
+
+  virtual std::vector<std::string> DaemonFlags() const { return {}; }
+
+  std::string StorePath(absl::string_view name) const {
+    return absl::StrCat(store_, "/", name);
+  }
+
+  // rbln-artifact --server `server` ARGS, run in `cwd` (the store by
+  // default).
+  Outcome CliAt(const std::string& server, const std::string& args,
+                const std::string& cwd) {
+    return RunClient(server, args, cwd, root_.Join("cli.err"));
+  }
+  Outcome Cli(const std::string& args) { return CliAt(address_, args, store_); }
+
+  // The count the client prints for `model_id`; fails unless it is a bare
+  // number and a newline.
+  uint64_t Get(const std::string& model_id) {
+    Outcome o = Cli("--get-kvcache-num-blocks --model-id " + model_id);
+    EXPECT_EQ(o.code, 0) << o;
+    uint64_t count = 0;
+    EXPECT_TRUE(absl::EndsWith(o.out, "\n") &&
+                absl::SimpleAtoi(absl::StripSuffix(o.out, "\n"), &count))
+        << "not a bare number: '" << o.out << "'";
+    return count;
+  }
+
+  // new_num_blocks of a dry-run budget fit, read from --json.
+  uint64_t DryRunFit(const std::string& budget, const std::string& model_id) {
+    Outcome o = Cli(absl::StrCat("--set-memory-budget ", budget, " --model-id ",
+                                 model_id, " --dry-run --json"));
+    EXPECT_EQ(o.code, 0) << o;
+    if (o.code != 0) return 0;
+    rapidjson::Document doc = ParseJson(o);
+    EXPECT_TRUE(doc.HasMember("written") && doc["written"].IsBool() &&
+                !doc["written"].GetBool())
+        << o;
+    return JsonU64(doc, "new_num_blocks");
+  }
+
+  // --get-kvcache-num-blocks --json of `model_id`, parsed.
+  rapidjson::Document GetJson(const std::string& model_id) {
+    Outcome o = Cli("--get-kvcache-num-blocks --json --model-id " + model_id);
+    EXPECT_EQ(o.code, 0) << o;
+    return ParseJson(o);
+  }
+
+  TempDir root_;
+  const std::string store_ = root_.Join("store");
+  const std::string address_ = absl::StrCat("unix:", store_, "/../d.sock");
+  Daemon daemon_;
+};
+
+// --- The four commands of the seed PR, as its users type them. ---
+
+TEST_F(E2eTest, GetPrintsTheBareCountFromRblnConfig) {
+  EXPECT_EQ(Get("./tiny"), CountOnDisk(StorePath("tiny")));
+  EXPECT_EQ(Get("./llama"), CountOnDisk(StorePath("llama")));
+  // The two presets differ, so a constant answer would fail one of them.
+  EXPECT_NE(CountOnDisk(StorePath("tiny")), CountOnDisk(StorePath("llama")));
+}
+
+TEST_F(E2eTest, SetKvcacheNumBlocksThenGetReturnsIt) {
+  const uint64_t before = Get("./llama");
+  const uint64_t target = before - 3;
+  Outcome set = Cli(
+      absl::StrCat("--set-kvcache-num-blocks ", target, " --model-id ./llama"));
+  ASSERT_EQ(set.code, 0) << set;
+  EXPECT_THAT(set.out, HasSubstr(absl::StrCat(before, " -> ", target)));
+  EXPECT_EQ(Get("./llama"), target);
+  EXPECT_EQ(CountOnDisk(StorePath("llama")), target);
+
+  // And back up: the rescale is exact in both directions.
+  set = Cli(
+      absl::StrCat("--set-kvcache-num-blocks ", before, " --model-id llama"));
+  ASSERT_EQ(set.code, 0) << set;
+  EXPECT_EQ(Get("./llama"), before);
+}
+
+TEST_F(E2eTest, SetMemoryBudgetFractionWritesTheFittingCount) {
+  rapidjson::Document get = GetJson("./llama");
+  const uint64_t min_blocks = JsonU64(get, "num_min_blocks");
+  const uint64_t full_blocks = JsonU64(get, "num_full_blocks");
+  const uint64_t planned = DryRunFit("0.8", "./llama");
+  ASSERT_GE(planned, min_blocks);
+  ASSERT_LE(planned, full_blocks);
+  // 80% of the device fits fewer blocks than the compile-time 100% fit.
+  ASSERT_LT(planned, JsonU64(get, "kvcache_num_blocks"));
+
+  Outcome o = Cli("--set-memory-budget 0.8 --model-id ./llama");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("-> ", planned)));
+  EXPECT_THAT(o.out, HasSubstr("budget 80%"));
+  EXPECT_EQ(Get("./llama"), planned);
+  EXPECT_EQ(CountOnDisk(StorePath("llama")), planned);
+}
+
+TEST_F(E2eTest, SetMemoryBudgetBytesIntoOutputDirLeavesSourceUntouched) {
+  const auto source_before = HashTree(StorePath("llama"));
+  const uint64_t source_count = Get("./llama");
+  const uint64_t planned = DryRunFit("10GB", "./llama");
+  ASSERT_NE(planned, source_count);
+
+  Outcome o = Cli(
+      "--set-memory-budget 10GB --model-id ./llama --output-dir ./llama_10gb");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out, HasSubstr("llama_10gb"));
+  EXPECT_EQ(HashTree(StorePath("llama")), source_before);
+  EXPECT_EQ(Get("./llama"), source_count);
+  // The copy opens (payload checksums verified) with the new count, through
+  // the daemon and on disk.
+  EXPECT_EQ(Get("./llama_10gb"), planned);
+  EXPECT_EQ(CountOnDisk(StorePath("llama_10gb")), planned);
+  // Companion files came along.
+  EXPECT_TRUE(std::filesystem::exists(StorePath("llama_10gb/tokenizer.json")));
+}
+
+// --- Budgets ---
+
+TEST_F(E2eTest, LargerBudgetFitsAtLeastAsManyBlocks) {
+  const auto before = HashTree(StorePath("llama"));
+  const uint64_t at_65 = DryRunFit("0.65", "./llama");
+  const uint64_t at_80 = DryRunFit("0.8", "./llama");
+  const uint64_t at_100 = DryRunFit("100%", "./llama");
+  EXPECT_LE(at_65, at_80);
+  EXPECT_LE(at_80, at_100);
+  EXPECT_LT(at_65, at_100);  // the numbers do depend on the budget
+  EXPECT_LE(DryRunFit("0.5", "./tiny"), DryRunFit("0.8", "./tiny"));
+  // Half of an RBLN-CA12 cannot hold the 8B model's minimum: refused, with
+  // the numbers, and nothing changed.
+  Outcome half = Cli("--set-memory-budget 0.5 --model-id ./llama");
+  EXPECT_EQ(half.code, 1) << half;
+  EXPECT_THAT(half.err, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(half.err, HasSubstr("minimum"));
+  // Dry runs and refusals wrote nothing.
+  EXPECT_EQ(HashTree(StorePath("llama")), before);
+}
+
+TEST_F(E2eTest, BudgetInBytesIsPerDevice) {
+  Outcome o =
+      Cli("--set-memory-budget 10GB --model-id ./llama --dry-run --json");
+  ASSERT_EQ(o.code, 0) << o;
+  rapidjson::Document doc = ParseJson(o);
+  ASSERT_TRUE(doc.HasMember("fit") && doc["fit"].IsObject()) << o;
+  // RBLN-CA12 has one chiplet per device: the whole 10 GB is that chiplet's.
+  EXPECT_EQ(JsonU64(doc["fit"], "budget_per_chiplet"), 10000000000u);
+  // The same budget spelled three ways fits the same count.
+  EXPECT_EQ(DryRunFit("10GiB", "./llama"), DryRunFit("10737418240", "./llama"));
+  EXPECT_LE(DryRunFit("10GB", "./llama"), DryRunFit("10GiB", "./llama"));
+  // Garbage is refused as such.
+  Outcome bad = Cli("--set-memory-budget 10XB --model-id ./llama");
+  EXPECT_EQ(bad.code, 1) << bad;
+  EXPECT_THAT(bad.err, HasSubstr("INVALID_ARGUMENT"));
+}
+
+// --- Output directories ---
+
+TEST_F(E2eTest, ExistingOutputDirIsRefusedAndUntouched) {
+  Outcome first =
+      Cli("--set-kvcache-num-blocks 12 --model-id ./tiny --output-dir ./copy");
+  ASSERT_EQ(first.code, 0) << first;
+  const auto copy_before = HashTree(StorePath("copy"));
+  const auto source_before = HashTree(StorePath("tiny"));
+
+  Outcome again =
+      Cli("--set-kvcache-num-blocks 10 --model-id ./tiny --output-dir ./copy");
+  EXPECT_EQ(again.code, 1) << again;
+  EXPECT_THAT(again.err, HasSubstr("ALREADY_EXISTS"));
+  EXPECT_THAT(again.err, HasSubstr("exists"));
+  EXPECT_EQ(HashTree(StorePath("copy")), copy_before);
+  EXPECT_EQ(HashTree(StorePath("tiny")), source_before);
+
+  // A directory that is not an artifact is no different.
+  std::filesystem::create_directory(StorePath("notes"));
+  rbln::testing::WriteFileOrDie(StorePath("notes/todo.txt"), "keep me");
+  Outcome notes =
+      Cli("--set-memory-budget 0.8 --model-id ./tiny --output-dir ./notes");
+  EXPECT_EQ(notes.code, 1) << notes;
+  EXPECT_THAT(notes.err, HasSubstr("exists"));
+  EXPECT_EQ(ReadFileOrDie(StorePath("notes/todo.txt")), "keep me");
+}
+
+TEST_F(E2eTest, ReplaceOverwritesAnExistingOutputDir) {
+  ASSERT_EQ(
+      Cli("--set-kvcache-num-blocks 12 --model-id ./tiny --output-dir ./copy")
+          .code,
+      0);
+  const auto source_before = HashTree(StorePath("tiny"));
+  Outcome o =
+      Cli("--set-kvcache-num-blocks 10 --model-id ./tiny --output-dir ./copy "
+          "--replace");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_EQ(Get("./copy"), 10u);
+  EXPECT_EQ(CountOnDisk(StorePath("copy")), 10u);
+  EXPECT_EQ(HashTree(StorePath("tiny")), source_before);
+  // --replace without --output-dir is a usage error.
+  Outcome usage =
+      Cli("--set-kvcache-num-blocks 10 --model-id ./tiny --replace");
+  EXPECT_EQ(usage.code, 2) << usage;
+}
+
+// --- Refusals ---
+
+TEST_F(E2eTest, BelowMinimumIsRefusedAndChangesNothing) {
+  const uint64_t min_blocks = JsonU64(GetJson("./tiny"), "num_min_blocks");
+  ASSERT_GT(min_blocks, 1u);
+  const auto before = HashTree(StorePath("tiny"));
+  Outcome o = Cli(absl::StrCat("--set-kvcache-num-blocks ", min_blocks - 1,
+                               " --model-id ./tiny"));
+  EXPECT_EQ(o.code, 1) << o;
+  EXPECT_THAT(o.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(o.err, HasSubstr(absl::StrCat(min_blocks)));
+  EXPECT_EQ(HashTree(StorePath("tiny")), before);
+  // The minimum itself is accepted.
+  Outcome at_min = Cli(absl::StrCat("--set-kvcache-num-blocks ", min_blocks,
+                                    " --model-id ./tiny"));
+  EXPECT_EQ(at_min.code, 0) << at_min;
+  EXPECT_EQ(CountOnDisk(StorePath("tiny")), min_blocks);
+}
+
+TEST_F(E2eTest, MutuallyExclusiveFlagsAreUsageErrorsWithoutConnecting) {
+  // Nothing listens there: exit 2 (not 3) proves nothing was sent.
+  const std::string nowhere = "unix:" + root_.Join("nowhere.sock");
+  for (const std::string args : {
+           "--get-kvcache-num-blocks --set-kvcache-num-blocks 12 --model-id "
+           "./tiny",
+           "--set-kvcache-num-blocks 12 --set-memory-budget 0.8 --model-id "
+           "./tiny",
+           "--get-kvcache-num-blocks --set-memory-budget 0.8 --model-id ./tiny",
+           "--list --device-info",
+           "--describe --list --model-id ./tiny",
+       }) {
+    Outcome o = CliAt(nowhere, args, store_);
+    EXPECT_EQ(o.code, 2) << args << "\n" << o;
+    EXPECT_THAT(o.err, HasSubstr("excludes")) << args;
+    EXPECT_THAT(o.err, HasSubstr("--help")) << args;
+  }
+  for (const std::string args : {
+           "--model-id ./tiny",         // no operation
+           "--get-kvcache-num-blocks",  // no --model-id
+           "--set-kvcache-num-blocks 0 --model-id ./tiny",
+           "--get-kvcache-num-blocks --dry-run --model-id ./tiny",
+       }) {
+    Outcome o = CliAt(nowhere, args, store_);
+    EXPECT_EQ(o.code, 2) << args << "\n" << o;
+  }
+}
+
+TEST_F(E2eTest, UnknownArtifactIsNotFound) {
+  Outcome o = Cli("--get-kvcache-num-blocks --model-id ./no_such_model");
+  EXPECT_EQ(o.code, 1) << o;
+  EXPECT_THAT(o.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(o.err, HasSubstr("no_such_model"));
+  Outcome set = Cli("--set-kvcache-num-blocks 12 --model-id ./no_such_model");
+  EXPECT_EQ(set.code, 1) << set;
+  EXPECT_THAT(set.err, HasSubstr("NOT_FOUND"));
+  EXPECT_FALSE(std::filesystem::exists(StorePath("no_such_model")));
+}
+
+TEST_F(E2eTest, PathsOutsideTheStoreArePermissionDenied) {
+  // A real artifact beside the store, so that a daemon that did not check
+  // would find something to read and change.
+  ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", root_.Join("outside")));
+  const auto outside_before = HashTree(root_.Join("outside"));
+  std::filesystem::create_directory_symlink("../outside", StorePath("escape"));
+  for (const std::string args : {
+           "--get-kvcache-num-blocks --model-id /etc",
+           "--get-kvcache-num-blocks --model-id ../outside",
+           "--describe --model-id ../outside",
+           "--set-kvcache-num-blocks 10 --model-id ../outside",
+           "--set-memory-budget 0.8 --model-id ./escape",
+           "--get-kvcache-num-blocks --model-id ./escape",
+           "--set-kvcache-num-blocks 10 --model-id ./tiny --output-dir "
+           "../elsewhere",
+           "--set-kvcache-num-blocks 10 --model-id ./tiny --output-dir "
+           "/tmp/rbln-e2e-never",
+       }) {
+    Outcome o = Cli(args);
+    EXPECT_EQ(o.code, 1) << args << "\n" << o;
+    EXPECT_THAT(o.err, HasSubstr("PERMISSION_DENIED")) << args;
+  }
+  EXPECT_EQ(HashTree(root_.Join("outside")), outside_before);
+  EXPECT_FALSE(std::filesystem::exists(root_.Join("elsewhere")));
+  EXPECT_FALSE(std::filesystem::exists("/tmp/rbln-e2e-never"));
+}
+
+// Regression: CLI11 takes the next argument as an option's value, so a
+// forgotten value once swallowed the following flag (`--output-dir
+// --dry-run` wrote a real copy to "./--dry-run"). Like optimum-rbln-cli
+// (argparse), the client refuses it as a usage error.
+TEST_F(E2eTest, AFlagIsNeverTakenAsAnotherOptionsValue) {
+  const auto before = HashTree(store_);
+  for (const std::string args : {
+           "--set-memory-budget 0.8 --model-id ./tiny --output-dir --dry-run",
+           "--set-kvcache-num-blocks 10 --model-id --dry-run",
+           "--set-memory-budget --dry-run --model-id ./tiny",
+       }) {
+    Outcome o = Cli(args);
+    EXPECT_EQ(o.code, 2) << args << "\n" << o;
+  }
+  EXPECT_EQ(HashTree(store_), before);
+}
+
+TEST_F(E2eTest, DescribeVerifyFindsACorruptPayload) {
+  const std::string dir = StorePath("tiny");
+  absl::StatusOr<Artifact> artifact = Artifact::Open(Env::Default(), dir);
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  const ContainerFile& prefill = artifact->prefill();
+  ASSERT_GT(prefill.container.preamble.payload_length, 0u);
+  const std::string path = dir + "/" + prefill.file_name;
+  std::string bytes = ReadFileOrDie(path);
+  bytes[prefill.container.preamble.payload_offset +
+        prefill.container.preamble.payload_length / 2] ^= 0x5a;
+  rbln::testing::WriteFileOrDie(path, bytes);
+
+  // Opening reads headers only; --verify reads every payload.
+  Outcome plain = Cli("--describe --model-id ./tiny");
+  EXPECT_EQ(plain.code, 0) << plain;
+  Outcome verify = Cli("--describe --verify --model-id ./tiny");
+  EXPECT_EQ(verify.code, 1) << verify;
+  EXPECT_THAT(verify.err, HasSubstr("DATA_LOSS"));
+  EXPECT_THAT(verify.err, HasSubstr(prefill.file_name));
+  // The intact artifact verifies.
+  Outcome intact = Cli("--describe --verify --model-id ./llama");
+  EXPECT_EQ(intact.code, 0) << intact;
+}
+
+TEST_F(E2eTest, NoDaemonExitsThreeNamingTheAddressAndHowToStartIt) {
+  const std::string nowhere = "unix:" + root_.Join("nowhere.sock");
+  Outcome o =
+      CliAt(nowhere, "--get-kvcache-num-blocks --model-id ./tiny", store_);
+  EXPECT_EQ(o.code, 3) << o;
+  EXPECT_THAT(o.err, HasSubstr(nowhere));
+  EXPECT_THAT(o.err, HasSubstr("rbln-artifactd --store"));
+  EXPECT_EQ(o.out, "");
+}
+
+TEST_F(E2eTest, ExpectMismatchIsAbortedAndChangesNothing) {
+  const uint64_t current = Get("./tiny");
+  const auto before = HashTree(StorePath("tiny"));
+  Outcome o = Cli(absl::StrCat("--set-kvcache-num-blocks 10 --model-id ./tiny",
+                               " --expect ", current + 1));
+  EXPECT_EQ(o.code, 1) << o;
+  EXPECT_THAT(o.err, HasSubstr("ABORTED"));
+  EXPECT_EQ(HashTree(StorePath("tiny")), before);
+  Outcome fit = Cli(absl::StrCat("--set-memory-budget 0.8 --model-id ./llama",
+                                 " --expect 1"));
+  EXPECT_EQ(fit.code, 1) << fit;
+  EXPECT_THAT(fit.err, HasSubstr("ABORTED"));
+  // The right expectation goes through.
+  Outcome ok = Cli(absl::StrCat("--set-kvcache-num-blocks 10 --model-id ./tiny",
+                                " --expect ", current));
+  EXPECT_EQ(ok.code, 0) << ok;
+  EXPECT_EQ(CountOnDisk(StorePath("tiny")), 10u);
+}
+
+// --- Reading ---
+
+TEST_F(E2eTest, JsonOutputParsesWithTheExpectedFields) {
+  rapidjson::Document get = GetJson("./llama");
+  EXPECT_EQ(std::string(get["artifact"].GetString()), "llama");
+  EXPECT_EQ(JsonU64(get, "kvcache_num_blocks"),
+            CountOnDisk(StorePath("llama")));
+  EXPECT_GE(JsonU64(get, "num_full_blocks"),
+            JsonU64(get, "compiled_num_blocks"));
+  EXPECT_LE(JsonU64(get, "num_min_blocks"), JsonU64(get, "kvcache_num_blocks"));
+
+  Outcome set = Cli("--set-kvcache-num-blocks 12 --model-id ./tiny --json");
+  ASSERT_EQ(set.code, 0) << set;
+  rapidjson::Document resize = ParseJson(set);
+  EXPECT_EQ(JsonU64(resize, "new_num_blocks"), 12u);
+  EXPECT_EQ(JsonU64(resize, "previous_num_blocks"), 16u);
+  EXPECT_TRUE(resize["written"].GetBool());
+  EXPECT_EQ(std::string(resize["artifact"].GetString()), "tiny");
+  EXPECT_TRUE(resize["warnings"].IsArray());
+
+  Outcome describe = Cli("--describe --model-id ./llama --json");
+  ASSERT_EQ(describe.code, 0) << describe;
+  rapidjson::Document d = ParseJson(describe);
+  EXPECT_EQ(std::string(d["npu"].GetString()), "RBLN-CA12");
+  EXPECT_EQ(d["num_nodes"].GetUint(), 4u);
+  ASSERT_TRUE(d["buckets"].IsArray());
+  EXPECT_EQ(d["buckets"].Size(), 4u);  // 4 nodes x 1 chiplet
+  for (const rapidjson::Value& bucket : d["buckets"].GetArray()) {
+    EXPECT_GT(JsonU64(bucket, "kv_bytes_per_block"), 0u);
+    EXPECT_EQ(JsonU64(bucket, "kv_bytes"),
+              JsonU64(bucket, "kv_bytes_per_block") *
+                  JsonU64(d, "kvcache_num_blocks"));
+  }
+  ASSERT_TRUE(d["graphs"].IsArray());
+  EXPECT_EQ(d["graphs"].Size(), 3u);  // prefill, decoder_batch_1, _4
+  EXPECT_GT(JsonU64(d, "max_fitting_num_blocks"), 0u);
+
+  Outcome list = Cli("--list --json");
+  ASSERT_EQ(list.code, 0) << list;
+  rapidjson::Document l = ParseJson(list);
+  ASSERT_TRUE(l["artifacts"].IsArray());
+  std::map<std::string, uint64_t> listed;
+  for (const rapidjson::Value& a : l["artifacts"].GetArray()) {
+    listed[a["artifact"].GetString()] = JsonU64(a, "kvcache_num_blocks");
+  }
+  EXPECT_EQ(listed,
+            (std::map<std::string, uint64_t>{
+                {"llama", CountOnDisk(StorePath("llama"))}, {"tiny", 12}}));
+  EXPECT_EQ(std::filesystem::canonical(l["store"].GetString()),
+            std::filesystem::canonical(store_));
+
+  Outcome devices = Cli("--device-info --json");
+  ASSERT_EQ(devices.code, 0) << devices;
+  rapidjson::Document di = ParseJson(devices);
+  ASSERT_TRUE(di["devices"].IsArray());
+  ASSERT_GT(di["devices"].Size(), 0u);
+  for (const rapidjson::Value& dev : di["devices"].GetArray()) {
+    EXPECT_GT(JsonU64(dev, "available_bytes"), 0u);
+    EXPECT_LE(JsonU64(dev, "available_bytes"), JsonU64(dev, "total_bytes"));
+  }
+  EXPECT_TRUE(di["source"].IsString());
+}
+
+TEST_F(E2eTest, DescribeShowsTheMemoryTable) {
+  Outcome o = Cli("--describe --model-id ./llama");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out, HasSubstr("artifact:    llama"));
+  EXPECT_THAT(o.out, HasSubstr("RBLN-CA12, 4 nodes x 1 chiplet"));
+  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("current ",
+                                            CountOnDisk(StorePath("llama")))));
+  EXPECT_THAT(o.out, ::testing::ContainsRegex(
+                         "NODE +CHIPLET +AVAILABLE +OTHER +KV +PER BLOCK "
+                         "+HEADROOM"));
+  // One row per node.
+  for (int node = 0; node < 4; ++node) {
+    EXPECT_THAT(o.out, ::testing::ContainsRegex(
+                           absl::StrCat("\n +", node, " +0 +15\\.72 ")));
+  }
+}
+
+TEST_F(E2eTest, ListShowsBothArtifactsWithTheirCounts) {
+  Outcome o = Cli("--list");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out, HasSubstr("ARTIFACT"));
+  EXPECT_THAT(o.out, ::testing::ContainsRegex(absl::StrCat(
+                         "\nllama +", CountOnDisk(StorePath("llama")),
+                         " +RBLN-CA12 +4 ")));
+  EXPECT_THAT(o.out, ::testing::ContainsRegex(absl::StrCat(
+                         "\ntiny +", CountOnDisk(StorePath("tiny")),
+                         " +RBLN-CA12 +1 ")));
+}
+
+TEST_F(E2eTest, DeviceInfoShowsTheSpecTable) {
+  Outcome o = Cli("--device-info");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out, HasSubstr("spec table"));
+  EXPECT_THAT(o.out, ::testing::ContainsRegex(
+                         "RBLN-CA\\* +RBLN-CA +- +16\\.00 +0\\.00 +15\\.72 +1 "
+                         "+spec"));
+  EXPECT_THAT(o.out, HasSubstr("RBLN-CR"));
+}
+
+TEST_F(E2eTest, HelpListsTheSeedFlagsAndExitCodes) {
+  Outcome o = CliAt("unix:" + root_.Join("nowhere.sock"), "--help", store_);
+  EXPECT_EQ(o.code, 0) << o;
+  for (const char* flag :
+       {"--get-kvcache-num-blocks", "--set-kvcache-num-blocks",
+        "--set-memory-budget", "--model-id", "--output-dir", "Exit codes"}) {
+    EXPECT_THAT(o.out, HasSubstr(flag));
+  }
+}
+
+// --- The daemon ---
+
+TEST_F(E2eTest, SecondDaemonOnTheSameStoreFailsFastNamingThePid) {
+  Outcome o = RunShell(
+      absl::StrCat(
+          kCommandTimeout, " ", ShellQuote(BinaryPath("rbln-artifactd")),
+          " --store ", ShellQuote(store_), " --listen ",
+          ShellQuote("unix:" + root_.Join("other.sock")), " --log-level warn"),
+      root_.Join("second.err"));
+  EXPECT_NE(o.code, 0) << o;
+  EXPECT_NE(o.code, 124) << "the second daemon did not give up";
+  EXPECT_THAT(o.err, HasSubstr("in use"));
+  EXPECT_THAT(o.err, HasSubstr(absl::StrCat("pid ", daemon_.pid)));
+  EXPECT_FALSE(std::filesystem::exists(root_.Join("other.sock")));
+
+  // Another store on the same socket is refused too, without taking the
+  // socket away from the running daemon.
+  const std::string other_store = root_.Join("other-store");
+  std::filesystem::create_directory(other_store);
+  Outcome same_socket =
+      RunShell(absl::StrCat(kCommandTimeout, " ",
+                            ShellQuote(BinaryPath("rbln-artifactd")),
+                            " --store ", ShellQuote(other_store), " --listen ",
+                            ShellQuote(address_), " --log-level warn"),
+               root_.Join("second.err"));
+  EXPECT_NE(same_socket.code, 0) << same_socket;
+  EXPECT_NE(same_socket.code, 124) << "the second daemon did not give up";
+  EXPECT_THAT(same_socket.err, HasSubstr("already listens"));
+
+  // The first daemon still serves.
+  EXPECT_EQ(Get("./tiny"), CountOnDisk(StorePath("tiny")));
+}
+
+TEST_F(E2eTest, DeviceDramOverrideFitsFewerBlocks) {
+  // Eight-way tensor parallel llama 8B: its full count fits an RBLN-CA12's
+  // spec-table DRAM at 80%, but not 8 GiB.
+  ASSERT_NO_FATAL_FAILURE(Synthesize("llama3-8b-ca12-tp4", StorePath("l8"),
+                                     {"--num-devices", "8"}));
+  const uint64_t with_spec = DryRunFit("0.8", "./l8");
+  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(root_.path(), store_, address_,
+                                      {"--device-dram", "8GiB"}, &daemon_));
+  Outcome o = Cli("--set-memory-budget 0.8 --model-id ./l8 --dry-run --json");
+  ASSERT_EQ(o.code, 0) << o;
+  rapidjson::Document doc = ParseJson(o);
+  const uint64_t with_override = JsonU64(doc, "new_num_blocks");
+  EXPECT_LT(with_override, with_spec);
+  EXPECT_GT(with_override, 0u);
+  EXPECT_THAT(std::string(doc["fit"]["dram_source"].GetString()),
+              HasSubstr("override"));
+  // 80% of 8 GiB, one chiplet per device.
+  EXPECT_EQ(JsonU64(doc["fit"], "budget_per_chiplet"),
+            static_cast<uint64_t>(0.8 * 8.0 * (uint64_t{1} << 30)));
+  Outcome devices = Cli("--device-info");
+  EXPECT_THAT(devices.out, HasSubstr("8.00"));
+  EXPECT_THAT(devices.out, HasSubstr("override"));
+}
+
+TEST_F(E2eTest, UnixSocketIsOwnerAndGroupOnly) {
+  struct stat st {};
+  ASSERT_EQ(stat(address_.substr(5).c_str(), &st), 0) << strerror(errno);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777 & ~0660, 0u)
+      << "socket mode " << std::oct << (st.st_mode & 0777);
+}
+
+TEST_F(E2eTest, StartsWithNoFlagsAndTheClientFindsIt) {
+  // The environment moves the defaults somewhere harmless; no flags at all.
+  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  const std::string socket = root_.Join("default.sock");
+  setenv("RBLN_ARTIFACTD_STORE", store_.c_str(), 1);
+  setenv("RBLN_ARTIFACTD_SOCKET", socket.c_str(), 1);
+  StartDaemonWithFlags(root_.path(), "unix:" + socket, {}, &daemon_);
+  unsetenv("RBLN_ARTIFACTD_STORE");
+  unsetenv("RBLN_ARTIFACTD_SOCKET");
+  ASSERT_FALSE(HasFatalFailure());
+  Outcome o =
+      RunShell(absl::StrCat("cd ", ShellQuote(store_),
+                            " && RBLN_ARTIFACTD_SOCKET=", ShellQuote(socket),
+                            " ", kCommandTimeout, " ",
+                            ShellQuote(BinaryPath("rbln-artifact")),
+                            " --get-kvcache-num-blocks --model-id ./tiny"),
+               root_.Join("cli.err"));
+  EXPECT_EQ(o.code, 0) << o;
+  EXPECT_EQ(o.out, absl::StrCat(CountOnDisk(StorePath("tiny")), "\n"));
+}
+
+// Regression: a store configured through a symbolic link (--store
+// /srv/link, /srv/link -> /data/store) accepts absolute names spelled with
+// the configured path.
+TEST_F(E2eTest, StoreConfiguredThroughASymlinkAcceptsItsOwnSpelling) {
+  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  const std::string link = root_.Join("store-link");
+  std::filesystem::create_directory_symlink(store_, link);
+  ASSERT_NO_FATAL_FAILURE(
+      StartDaemon(root_.path(), link, address_, {}, &daemon_));
+  EXPECT_EQ(Get("./tiny"), CountOnDisk(StorePath("tiny")));
+  EXPECT_EQ(Get(link + "/tiny"), CountOnDisk(StorePath("tiny")));
+}
+
+// --- TCP: relative names are relative to the store root. ---
+
+class E2eTcpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directory(store_);
+    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", store_ + "/tiny"));
+    const int port = PickFreePort();
+    ASSERT_GT(port, 0);
+    address_ = absl::StrCat("127.0.0.1:", port);
+    ASSERT_NO_FATAL_FAILURE(
+        StartDaemon(root_.path(), store_, address_, {}, &daemon_));
+  }
+  void TearDown() override { StopDaemon(&daemon_); }
+
+  // Run from "/", far from the store: over TCP the client's directory must
+  // not matter.
+  Outcome Cli(const std::string& args) {
+    return RunClient(address_, args, "/", root_.Join("cli.err"));
+  }
+
+  TempDir root_;
+  const std::string store_ = root_.Join("store");
+  std::string address_;
+  Daemon daemon_;
+};
+
+TEST_F(E2eTcpTest, ModelIdIsRelativeToTheStoreRoot) {
+  const uint64_t count = CountOnDisk(store_ + "/tiny");
+  Outcome get = Cli("--get-kvcache-num-blocks --model-id tiny");
+  ASSERT_EQ(get.code, 0) << get;
+  EXPECT_EQ(get.out, absl::StrCat(count, "\n"));
+
+  Outcome set =
+      Cli("--set-kvcache-num-blocks 10 --model-id tiny --output-dir tiny_10");
+  ASSERT_EQ(set.code, 0) << set;
+  EXPECT_EQ(CountOnDisk(store_ + "/tiny_10"), 10u);
+  EXPECT_EQ(CountOnDisk(store_ + "/tiny"), count);
+
+  Outcome escape = Cli("--get-kvcache-num-blocks --model-id ../tiny");
+  EXPECT_EQ(escape.code, 1) << escape;
+  EXPECT_THAT(escape.err, HasSubstr("PERMISSION_DENIED"));
+}
+
+// --- Many client processes at once. ---
+
+// Kinds of client in the mix.
+enum class Kind { kSet, kSetExpect, kFit, kDescribe, kGet, kSetOwn };
+
+struct Client {
+  Kind kind;
+  std::string artifact;
+  uint64_t value = 0;  // the count a writer asks for
+  pid_t pid = -1;
+  Outcome outcome;
+};
+
+class E2eConcurrencyTest : public E2eTest {
+ protected:
+  // Runs 24 client processes at once against a daemon started with
+  // `daemon_flags`: on the shared artifact "tiny" sets (some with --expect),
+  // budget fits, describes and gets; and one writer each on "solo0".."solo3".
+  // Checks every outcome and the artifacts afterwards. With `strict`, no
+  // write may be refused for load (UNAVAILABLE).
+  void RunMix(const std::vector<std::string>& daemon_flags, bool strict) {
+    std::vector<std::string> names = {"tiny"};
+    for (int i = 0; i < 4; ++i) {
+      names.push_back(absl::StrCat("solo", i));
+      ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath(names.back())));
+    }
+    if (!daemon_flags.empty()) {
+      ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+      ASSERT_NO_FATAL_FAILURE(
+          StartDaemon(root_.path(), store_, address_, daemon_flags, &daemon_));
+    }
+    std::map<std::string, rbln::testing::ArtifactBaseline> baselines;
+    for (const std::string& name : names) {
+      baselines[name] = rbln::testing::TakeBaseline(StorePath(name));
+    }
+    const uint64_t initial = baselines["tiny"].num_blocks;
+    const uint64_t fit_value = DryRunFit("0.8", "./tiny");
+    const uint64_t min_blocks = JsonU64(GetJson("./tiny"), "num_min_blocks");
+    ASSERT_GT(initial, min_blocks + 4);
+
+    std::vector<Client> clients;
+    for (int i = 0; i < 24; ++i) {
+      Client c;
+      c.kind = static_cast<Kind>(i % 6);
+      c.artifact =
+          c.kind == Kind::kSetOwn ? absl::StrCat("solo", i / 6) : "tiny";
+      c.value = min_blocks + static_cast<uint64_t>(i % 5);
+      if (c.kind == Kind::kFit) c.value = fit_value;
+      clients.push_back(c);
+    }
+    for (size_t i = 0; i < clients.size(); ++i) {
+      Client& c = clients[i];
+      std::vector<std::string> argv = {BinaryPath("rbln-artifact"), "--server",
+                                       address_};
+      const std::string model = "./" + c.artifact;
+      switch (c.kind) {
+        case Kind::kSet:
+        case Kind::kSetOwn:
+          argv.insert(argv.end(), {"--set-kvcache-num-blocks",
+                                   absl::StrCat(c.value), "--model-id", model});
+          break;
+        case Kind::kSetExpect:
+          argv.insert(argv.end(),
+                      {"--set-kvcache-num-blocks", absl::StrCat(c.value),
+                       "--model-id", model, "--expect", absl::StrCat(initial)});
+          break;
+        case Kind::kFit:
+          argv.insert(argv.end(),
+                      {"--set-memory-budget", "0.8", "--model-id", model});
+          break;
+        case Kind::kDescribe:
+          argv.insert(argv.end(), {"--describe", "--model-id", model});
+          break;
+        case Kind::kGet:
+          argv.insert(argv.end(),
+                      {"--get-kvcache-num-blocks", "--model-id", model});
+          break;
+      }
+      // Half of the solo writers also compare-and-set (they are alone on
+      // their artifact, so they must not be ABORTED).
+      if (c.kind == Kind::kSetOwn && i / 6 % 2 == 1) {
+        argv.insert(argv.end(), {"--expect", absl::StrCat(initial)});
+      }
+      c.pid = Spawn(argv, store_, root_.Join(absl::StrCat("c", i, ".out")),
+                    root_.Join(absl::StrCat("c", i, ".err")));
+    }
+    for (size_t i = 0; i < clients.size(); ++i) {
+      Client& c = clients[i];
+      if (c.pid <= 0) continue;
+      std::optional<int> status = WaitBounded(c.pid, kExitTimeout);
+      c.outcome.code =
+          status.has_value() && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+      c.outcome.out = ReadIfExists(root_.Join(absl::StrCat("c", i, ".out")));
+      c.outcome.err = ReadIfExists(root_.Join(absl::StrCat("c", i, ".err")));
+    }
+
+    // Per process: exit 0, or 1 with a documented reason.
+    std::set<uint64_t> shared_written = {};
+    bool any_admitted = false;
+    for (size_t i = 0; i < clients.size(); ++i) {
+      const Client& c = clients[i];
+      SCOPED_TRACE(absl::StrCat("client ", i, " on ", c.artifact));
+      const bool writer = c.kind == Kind::kSet || c.kind == Kind::kSetExpect ||
+                          c.kind == Kind::kFit || c.kind == Kind::kSetOwn;
+      if (!writer) {
+        EXPECT_EQ(c.outcome.code, 0) << c.outcome;
+        continue;
+      }
+      ASSERT_TRUE(c.outcome.code == 0 || c.outcome.code == 1) << c.outcome;
+      const bool unavailable = absl::StrContains(
+          c.outcome.err, "rbln-artifact: error (UNAVAILABLE)");
+      if (!unavailable) any_admitted = true;
+      if (c.outcome.code == 0) {
+        EXPECT_THAT(c.outcome.out, HasSubstr(absl::StrCat("-> ", c.value)));
+        if (c.artifact == "tiny") shared_written.insert(c.value);
+        continue;
+      }
+      const bool aborted =
+          absl::StrContains(c.outcome.err, "rbln-artifact: error (ABORTED)");
+      EXPECT_TRUE((unavailable && !strict) ||
+                  (aborted && c.kind == Kind::kSetExpect))
+          << c.outcome;
+    }
+    EXPECT_TRUE(any_admitted) << "every write was refused for load";
+    std::map<std::string, int> tally;
+    for (const Client& c : clients) {
+      ++tally[c.outcome.code == 0                             ? "ok"
+              : absl::StrContains(c.outcome.err, "(ABORTED)") ? "ABORTED"
+              : absl::StrContains(c.outcome.err, "(UNAVAILABLE)")
+                  ? "UNAVAILABLE"
+                  : "other"];
+    }
+    std::cout << "outcomes of " << clients.size() << " clients: "
+              << absl::StrJoin(tally, ", ", absl::PairFormatter(" ")) << "\n";
+
+    // Readers saw the initial count or one that a successful writer wrote.
+    std::set<uint64_t> shared_seen = shared_written;
+    shared_seen.insert(initial);
+    for (const Client& c : clients) {
+      if (c.kind == Kind::kGet && c.outcome.code == 0) {
+        uint64_t seen = 0;
+        EXPECT_TRUE(
+            absl::SimpleAtoi(absl::StripSuffix(c.outcome.out, "\n"), &seen))
+            << c.outcome;
+        EXPECT_TRUE(shared_seen.count(seen)) << "get saw " << seen;
+      }
+      if (c.kind == Kind::kDescribe && c.outcome.code == 0) {
+        EXPECT_THAT(c.outcome.out, HasSubstr("HEADROOM"));
+      }
+    }
+
+    // Afterwards: every artifact is complete and a resize of its original,
+    // holding a count that was written (or the initial one).
+    const uint64_t shared_final = rbln::testing::CheckResizedArtifact(
+        StorePath("tiny"), baselines["tiny"]);
+    if (shared_written.empty()) {
+      EXPECT_EQ(shared_final, initial);
+    } else {
+      EXPECT_TRUE(shared_written.count(shared_final))
+          << "tiny holds " << shared_final
+          << ", which no successful writer wrote";
+    }
+    EXPECT_EQ(Get("./tiny"), shared_final);
+    for (const Client& c : clients) {
+      if (c.kind != Kind::kSetOwn) continue;
+      const uint64_t final_count = rbln::testing::CheckResizedArtifact(
+          StorePath(c.artifact), baselines[c.artifact]);
+      EXPECT_EQ(final_count, c.outcome.code == 0 ? c.value : initial)
+          << c.artifact << ": " << c.outcome;
+    }
+    EXPECT_THAT(rbln::testing::FindStagingDebris(store_), ::testing::IsEmpty());
+  }
+};
+
+TEST_F(E2eConcurrencyTest, ManyClientProcessesWithDefaultWriteLimit) {
+  RunMix({}, /*strict=*/false);
+}
+
+TEST_F(E2eConcurrencyTest, ManyClientProcessesWithRoomForEveryWrite) {
+  RunMix({"--max-concurrent-writes", "64"}, /*strict=*/true);
+}
+
+}  // namespace
+}  // namespace rbln
