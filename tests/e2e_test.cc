@@ -39,6 +39,7 @@
 #include "absl/strings/strip.h"
 #include "core/artifact.h"
 #include "core/env.h"
+#include "core/store.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -877,6 +878,40 @@ TEST_F(E2eTest, DeviceDramOverrideFitsFewerBlocks) {
   Outcome devices = Cli("--device-info");
   EXPECT_THAT(devices.out, HasSubstr("8.00"));
   EXPECT_THAT(devices.out, HasSubstr("override"));
+}
+
+// A write that cannot proceed (here: its output's cross-process lock is held,
+// as a maintenance tool would) occupies one server thread only: Gets and
+// Describes of other artifacts, and of its own source, keep flowing, and the
+// write completes once the lock is released. Deterministic: the write is
+// known to be waiting, since the lock is ours.
+TEST_F(E2eTest, ABlockedWriteDoesNotHoldUpOtherRequests) {
+  absl::StatusOr<std::unique_ptr<FileLock>> held = Env::Default()->LockFile(
+      ArtifactLockPath(store_, "llama_copy"), /*exclusive=*/true,
+      /*wait=*/false);
+  ASSERT_TRUE(held.ok()) << held.status();
+  const pid_t writer =
+      Spawn({BinaryPath("rbln-artifact"), "--server", address_,
+             "--set-kvcache-num-blocks", "10", "--model-id", "./llama",
+             "--output-dir", "./llama_copy"},
+            store_, root_.Join("writer.out"), root_.Join("writer.err"));
+  ASSERT_GT(writer, 0);
+  const uint64_t tiny = CountOnDisk(StorePath("tiny"));
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(Get("./tiny"), tiny);
+    EXPECT_EQ(Get("./llama"), CountOnDisk(StorePath("llama")));
+    Outcome describe = Cli("--describe --model-id ./tiny");
+    EXPECT_EQ(describe.code, 0) << describe;
+  }
+  int status = 0;
+  EXPECT_EQ(waitpid(writer, &status, WNOHANG), 0)
+      << "the write finished while its output's lock was held";
+  held->reset();
+  std::optional<int> done = WaitBounded(writer, kExitTimeout);
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(DescribeWaitStatus(*done), "exit 0")
+      << ReadIfExists(root_.Join("writer.err"));
+  EXPECT_EQ(CountOnDisk(StorePath("llama_copy")), 10u);
 }
 
 TEST_F(E2eTest, UnixSocketIsOwnerAndGroupOnly) {

@@ -380,16 +380,16 @@ class LongWriteTest(unittest.TestCase):
                         timeout=STOP_TIMEOUT_S)
                     self.wait_until_running(stub, future, "cancel-test")
                     future.cancel()
-                    # The one write slot comes back: a small write is
-                    # admitted (retrying while the daemon notices).
+                    # The one write slot comes back: a real (in-place) write
+                    # is admitted (retrying while the daemon notices); dry
+                    # runs are not counted, so they would prove nothing.
                     deadline = time.monotonic() + START_TIMEOUT_S
                     while True:
                         try:
                             reply = stub.SetKvcacheNumBlocks(
                                 pb.SetKvcacheNumBlocksRequest(
                                     artifact="big",
-                                    num_blocks=current.kvcache_num_blocks,
-                                    options=pb.WriteOptions(dry_run=True)),
+                                    num_blocks=current.kvcache_num_blocks),
                                 timeout=RPC_TIMEOUT_S)
                             break
                         except grpc.RpcError as e:
