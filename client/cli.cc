@@ -436,7 +436,13 @@ std::string FormatFit(const v1::FitDetails& fit, uint64_t num_blocks) {
   } else {
     absl::StrAppend(&line, "; limited by bucket #", limiting);
   }
-  return line + "\n";
+  absl::StrAppend(&line, "\n");
+  // A budget is a fraction of what the daemon believes a device holds; say
+  // where that came from (probe, spec table or override).
+  if (!fit.dram_source().empty()) {
+    absl::StrAppend(&line, "DRAM: ", fit.dram_source(), "\n");
+  }
+  return line;
 }
 
 }  // namespace
@@ -655,11 +661,12 @@ std::string FormatDeviceInfo(const v1::GetDeviceInfoResponse& reply) {
   if (reply.devices_size() == 0) return text + "(no devices)\n";
   std::vector<std::vector<std::string>> rows;
   for (const v1::Device& d : reply.devices()) {
-    rows.push_back({d.index() < 0 ? "-" : absl::StrCat(d.index()), d.name(),
-                    d.family(), d.device_node().empty() ? "-" : d.device_node(),
-                    GiB(d.total_bytes()), GiB(d.used_bytes()),
-                    GiB(d.available_bytes()), absl::StrCat(d.chiplets()),
-                    d.source()});
+    rows.push_back(
+        {d.index() < 0 ? "-" : absl::StrCat(d.index()), d.name(), d.family(),
+         d.device_node().empty() ? "-" : d.device_node(), GiB(d.total_bytes()),
+         GiB(d.used_bytes()), GiB(d.available_bytes()),
+         // 0: a probed device the spec table does not know.
+         d.chiplets() == 0 ? "-" : absl::StrCat(d.chiplets()), d.source()});
   }
   return text + RenderTable({{"INDEX", true},
                              {"NAME"},

@@ -16,6 +16,7 @@ namespace {
 
 namespace v1 = ::rbln::artifact::v1;
 using ::testing::AllOf;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -384,12 +385,13 @@ TEST(FormatTest, FitNamesTheBudgetAndTheLimitingBucket) {
   )pb");
   std::vector<std::string> lines =
       absl::StrSplit(FormatResize(reply, false), '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 2u);
+  ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0], "kvcache_num_blocks: 16 -> 35");
   EXPECT_EQ(lines[1],
             "budget 80%: 12.58 GiB per chiplet; limited by node 1 chiplet 0: "
             "other 3.75 GiB, KV 8.75 GiB at 35 blocks, 0.25 "
             "GiB per block, headroom 0.08 GiB");
+  EXPECT_EQ(lines[2], "DRAM: spec table");
 
   reply.mutable_fit()->set_limiting_bucket(-1);
   reply.set_new_num_blocks(64);
@@ -526,6 +528,15 @@ TEST(FormatTest, DeviceTable) {
   EXPECT_THAT(text, HasSubstr("    0  RBLN-CR03  RBLN-CR  /dev/rbln0     "
                               "140.00      1.00         139.00         4  "
                               "probe\n"));
+
+  // A probed device the spec table does not know has no chiplet count.
+  v1::Device* unknown = reply.add_devices();
+  unknown->set_index(1);
+  unknown->set_name("RBLN-XZ1");
+  unknown->set_chiplets(0);
+  unknown->set_source("probe");
+  EXPECT_THAT(FormatDeviceInfo(reply),
+              ContainsRegex("\n +1  RBLN-XZ1 .* - +probe\n"));
 }
 
 TEST(FormatTest, JsonParsesBackWithProtoNamesAndDefaults) {

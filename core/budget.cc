@@ -79,61 +79,101 @@ std::string DescribeBytes(uint64_t bytes) {
                       absl::Uint128Low64(tenths % 10), " GiB)");
 }
 
+// A decimal number as written, before its unit: whole + fraction / 10^scale,
+// exactly. Shared by the budget grammar and ParseByteSize so that both read
+// numbers and units alike.
+struct Decimal {
+  // Saturates at 2^64 - 1 (whole_too_large) so that callers can name the
+  // right problem.
+  absl::uint128 whole = 0;
+  bool whole_too_large = false;
+  bool has_point = false;
+  uint64_t fraction = 0;  // the fractional digits, trailing zeros removed
+  int scale = 0;
+  absl::string_view suffix;  // what follows, after at most one space
+
+  // whole * 10^scale + fraction: below 2^64 * 10^18 < 2^128.
+  absl::uint128 Scaled() const { return whole * Pow10(scale) + fraction; }
+};
+
+// Reads the number at the start of `text` (surrounding white space ignored).
+// A failure's message is only the problem ("has a sign"), for the caller to
+// quote the input around it.
+absl::StatusOr<Decimal> ScanDecimal(absl::string_view text) {
+  const auto problem = [](absl::string_view what) {
+    return absl::InvalidArgumentError(what);
+  };
+  absl::string_view rest = absl::StripAsciiWhitespace(text);
+  if (rest.empty()) return problem("is empty");
+  if (rest[0] == '+' || rest[0] == '-') return problem("has a sign");
+
+  Decimal decimal;
+  size_t i = 0;
+  for (; i < rest.size() && IsDigit(rest[i]); ++i) {
+    decimal.whole = decimal.whole * 10 + (rest[i] - '0');
+    if (decimal.whole > kMaxUint64) {
+      decimal.whole_too_large = true;
+      decimal.whole = kMaxUint64;
+    }
+  }
+  if (i == 0) return problem("is not a number");
+  decimal.has_point = i < rest.size() && rest[i] == '.';
+  absl::string_view fraction_digits;
+  if (decimal.has_point) {
+    const size_t start = ++i;
+    while (i < rest.size() && IsDigit(rest[i])) ++i;
+    fraction_digits = rest.substr(start, i - start);
+    if (fraction_digits.empty()) {
+      return problem("is not a well-formed decimal number");
+    }
+  }
+  rest.remove_prefix(i);
+  if (!rest.empty() && (rest[0] == 'e' || rest[0] == 'E')) {
+    return problem("uses an exponent");
+  }
+  absl::ConsumePrefix(&rest, " ");
+  if (!rest.empty() && (IsDigit(rest[0]) || rest[0] == '.')) {
+    return problem("is not a well-formed decimal number");
+  }
+  if (fraction_digits.size() > kMaxFractionDigits) {
+    return problem(absl::StrCat("has ", fraction_digits.size(),
+                                " fractional digits; at most ",
+                                kMaxFractionDigits, " are allowed"));
+  }
+  while (absl::ConsumeSuffix(&fraction_digits, "0")) {
+  }
+  decimal.scale = static_cast<int>(fraction_digits.size());
+  for (char c : fraction_digits) {
+    decimal.fraction = decimal.fraction * 10 + (c - '0');
+  }
+  decimal.suffix = rest;
+  return decimal;
+}
+
+// decimal * unit, the fractional byte rounded down. Each product stays below
+// 2^64 * 2^40, well inside 128 bits.
+absl::StatusOr<uint64_t> BytesOf(const Decimal& decimal, const Unit& unit) {
+  const absl::uint128 fraction_bytes =
+      absl::uint128(decimal.fraction) * unit.bytes / Pow10(decimal.scale);
+  const absl::uint128 bytes = decimal.whole * unit.bytes + fraction_bytes;
+  if (decimal.whole_too_large || bytes > kMaxUint64) {
+    return absl::InvalidArgumentError(
+        "is too large: a byte count must fit in 64 bits");
+  }
+  return absl::Uint128Low64(bytes);
+}
+
 }  // namespace
 
 absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
   const auto refuse = [text](absl::string_view problem) {
     return InvalidBudget(text, problem);
   };
-  absl::string_view rest = absl::StripAsciiWhitespace(text);
-  if (rest.empty()) return refuse("is empty");
-  if (rest[0] == '+' || rest[0] == '-') return refuse("has a sign");
-
-  // The whole part saturates past 64 bits; the digits are still consumed so
-  // that the error can name the right problem.
-  absl::uint128 whole = 0;
-  bool whole_too_large = false;
-  size_t i = 0;
-  for (; i < rest.size() && IsDigit(rest[i]); ++i) {
-    whole = whole * 10 + (rest[i] - '0');
-    if (whole > kMaxUint64) {
-      whole_too_large = true;
-      whole = kMaxUint64;
-    }
-  }
-  if (i == 0) return refuse("is not a number");
-  const bool has_point = i < rest.size() && rest[i] == '.';
-  absl::string_view fraction_digits;
-  if (has_point) {
-    const size_t start = ++i;
-    while (i < rest.size() && IsDigit(rest[i])) ++i;
-    fraction_digits = rest.substr(start, i - start);
-    if (fraction_digits.empty()) {
-      return refuse("is not a well-formed decimal number");
-    }
-  }
-  rest.remove_prefix(i);
-  if (!rest.empty() && (rest[0] == 'e' || rest[0] == 'E')) {
-    return refuse("uses an exponent");
-  }
-  absl::ConsumePrefix(&rest, " ");
-  if (!rest.empty() && (IsDigit(rest[0]) || rest[0] == '.')) {
-    return refuse("is not a well-formed decimal number");
-  }
-  if (fraction_digits.size() > kMaxFractionDigits) {
-    return refuse(absl::StrCat("has ", fraction_digits.size(),
-                               " fractional digits; at most ",
-                               kMaxFractionDigits, " are allowed"));
-  }
-
-  // The value is scaled / 10^scale, exactly; with at most 18 fractional
-  // digits, scaled < 2^64 * 10^18 < 2^128.
-  while (absl::ConsumeSuffix(&fraction_digits, "0")) {
-  }
-  const int scale = static_cast<int>(fraction_digits.size());
-  uint64_t fraction = 0;
-  for (char c : fraction_digits) fraction = fraction * 10 + (c - '0');
-  const absl::uint128 scaled = whole * Pow10(scale) + fraction;
+  absl::StatusOr<Decimal> decimal = ScanDecimal(text);
+  if (!decimal.ok()) return refuse(decimal.status().message());
+  const absl::string_view rest = decimal->suffix;
+  const int scale = decimal->scale;
+  const absl::uint128 scaled = decimal->Scaled();
   const bool is_percent = rest == "%";
   const Unit* unit = FindUnit(rest);
   if (!rest.empty() && !is_percent && unit == nullptr) {
@@ -143,7 +183,8 @@ absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
   if (scaled == 0) return refuse("is zero");
 
   if (is_percent) {
-    if (whole_too_large || scaled > absl::uint128(100) * Pow10(scale)) {
+    if (decimal->whole_too_large ||
+        scaled > absl::uint128(100) * Pow10(scale)) {
       return refuse("is above 100%");
     }
     if (scale > kMaxPercentDigits) {
@@ -154,28 +195,42 @@ absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
   }
 
   if (rest.empty()) {
-    if (whole_too_large) {
+    if (decimal->whole_too_large) {
       return refuse("is too large: a byte count must fit in 64 bits");
     }
     if (scaled <= Pow10(scale)) return DecimalFraction(scaled, scale);
-    if (has_point) {
+    if (decimal->has_point) {
       return refuse(
           "is ambiguous: a number above 1 with a fractional part and no unit "
           "is neither a fraction of the DRAM nor a whole byte count");
     }
-    return Bytes(absl::Uint128Low64(whole));
+    return Bytes(absl::Uint128Low64(decimal->whole));
   }
 
-  // Each product stays below 2^64 * 2^40, well inside 128 bits; the
-  // fractional part rounds down to a whole byte.
-  const absl::uint128 fraction_bytes =
-      absl::uint128(fraction) * unit->bytes / Pow10(scale);
-  const absl::uint128 bytes = whole * unit->bytes + fraction_bytes;
-  if (whole_too_large || bytes > kMaxUint64) {
-    return refuse("is too large: a byte count must fit in 64 bits");
+  absl::StatusOr<uint64_t> bytes = BytesOf(*decimal, *unit);
+  if (!bytes.ok()) return refuse(bytes.status().message());
+  if (*bytes == 0) return refuse("rounds down to 0 bytes");
+  return Bytes(*bytes);
+}
+
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
+  const auto refuse = [text](absl::string_view problem) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "size \"", absl::CEscape(text), "\" ", problem,
+        "; expected a decimal and a unit like 2.4GB or 15.7GiB (units B, KB, "
+        "MB, GB, TB, KiB, MiB, GiB, TiB)"));
+  };
+  absl::StatusOr<Decimal> decimal = ScanDecimal(text);
+  if (!decimal.ok()) return refuse(decimal.status().message());
+  if (decimal->suffix.empty()) return refuse("has no unit");
+  const Unit* unit = FindUnit(decimal->suffix);
+  if (unit == nullptr) {
+    return refuse(absl::StrCat("has an unknown unit \"",
+                               absl::CEscape(decimal->suffix), "\""));
   }
-  if (bytes == 0) return refuse("rounds down to 0 bytes");
-  return Bytes(absl::Uint128Low64(bytes));
+  absl::StatusOr<uint64_t> bytes = BytesOf(*decimal, *unit);
+  if (!bytes.ok()) return refuse(bytes.status().message());
+  return *bytes;
 }
 
 MemoryBudget MemoryBudget::Fraction(uint64_t numerator, uint64_t denominator) {

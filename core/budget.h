@@ -63,6 +63,12 @@ class MemoryBudget {
   uint64_t bytes_ = 0;
 };
 
+// A size as device tools print it: a decimal and a unit of the grammar above
+// ("2.4GB", "15.7GiB", "0.0B", "512 KiB"), the fractional byte rounded down.
+// Unlike a budget, zero is a size and a unit is required. INVALID_ARGUMENT
+// quotes the input and says what was wrong (e.g. an unknown unit "XB").
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+
 }  // namespace rbln
 
 #endif  // RBLN_CORE_BUDGET_H_

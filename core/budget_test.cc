@@ -268,5 +268,50 @@ TEST(MemoryBudgetToStringTest, BytesPrintAsAWholeCount) {
   EXPECT_EQ(MemoryBudget::Bytes(10000000000).ToString(), "10000000000 bytes");
 }
 
+TEST(ParseByteSizeTest, ReadsSizesAsDeviceToolsPrintThem) {
+  const struct {
+    const char* text;
+    uint64_t bytes;
+  } cases[] = {
+      {"2.4GB", 2400000000},
+      {"15.7GiB", 157 * kGiB / 10},  // floor(15.7 * 2^30)
+      {"140.0GiB", 140 * kGiB},
+      {"0.0B", 0},
+      {"0B", 0},
+      {" 512 KiB ", 512 * 1024},
+      {"1.5kb", 1500},
+      {"0.5B", 0},  // the fractional byte rounds down
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(c.text);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_EQ(*bytes, c.bytes);
+  }
+}
+
+TEST(ParseByteSizeTest, RefusesWithAnExplanation) {
+  const struct {
+    const char* text;
+    const char* problem;
+  } cases[] = {
+      {"12.5XB", "\"12.5XB\" has an unknown unit \"XB\""},
+      {"12", "has no unit"},
+      {"", "is empty"},
+      {"-1GB", "has a sign"},
+      {"N/A", "is not a number"},
+      {"1e3B", "uses an exponent"},
+      {"99999999999TB", "is too large"},
+      {"80%", "unknown unit \"%\""},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(c.text);
+    ASSERT_FALSE(bytes.ok());
+    EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(bytes.status().message()), HasSubstr(c.problem));
+  }
+}
+
 }  // namespace
 }  // namespace rbln

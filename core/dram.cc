@@ -10,10 +10,6 @@
 namespace rbln {
 namespace {
 
-std::string Gib(uint64_t bytes) {
-  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
-}
-
 DeviceEntry EntryFor(const DeviceSpec& spec, absl::string_view name,
                      absl::string_view source) {
   DeviceEntry entry;
@@ -30,13 +26,13 @@ class SpecTableProvider : public DramProvider {
  public:
   absl::StatusOr<DramChoice> ForNpu(absl::string_view npu) override {
     RBLN_ASSIGN_OR_RETURN(DeviceSpec spec, LookupDeviceSpec(npu));
-    return DramChoice{
-        spec,
-        absl::StrCat("spec table: ", spec.family, "* has ",
-                     Gib(spec.AvailablePerNode()), " available per device (",
-                     spec.chiplets_per_node, " chiplet(s) of ",
-                     Gib(spec.AvailablePerChiplet()), ")"),
-        {}};
+    return DramChoice{spec,
+                      absl::StrCat("spec table: ", spec.family, "* has ",
+                                   FormatGib(spec.AvailablePerNode()),
+                                   " available per device (",
+                                   spec.chiplets_per_node, " chiplet(s) of ",
+                                   FormatGib(spec.AvailablePerChiplet()), ")"),
+                      {}};
   }
 
   DeviceReport Report() override {
@@ -63,11 +59,11 @@ class OverrideProvider : public DramProvider {
       chiplets = spec->chiplets_per_node;
     }
     DeviceSpec spec{"override", dram_.bytes_per_node, chiplets, 0};
-    return DramChoice{
-        spec,
-        absl::StrCat("override (--device-dram): ", Gib(dram_.bytes_per_node),
-                     " per device, ", chiplets, " chiplet(s)"),
-        {}};
+    return DramChoice{spec,
+                      absl::StrCat("override (--device-dram): ",
+                                   FormatGib(dram_.bytes_per_node),
+                                   " per device, ", chiplets, " chiplet(s)"),
+                      {}};
   }
 
   DeviceReport Report() override {
@@ -84,6 +80,10 @@ class OverrideProvider : public DramProvider {
 };
 
 }  // namespace
+
+std::string FormatGib(uint64_t bytes) {
+  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+}
 
 std::unique_ptr<DramProvider> NewSpecTableProvider() {
   return std::make_unique<SpecTableProvider>();

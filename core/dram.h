@@ -2,9 +2,12 @@
 // what the chosen provider says one device can hold, so the daemon reports
 // the source with every answer.
 //
-// Providers: the spec table (the embedded default; works on any machine) and
-// an explicit override (`--device-dram BYTES[,CHIPLETS]`, for simulation and
-// tests). The live rbln-smi probe plugs in behind the same interface.
+// Providers, in the daemon's order of choice:
+//   1. an explicit override (`--device-dram BYTES[,CHIPLETS]`, on the command
+//      line or in the config file; for simulation and tests),
+//   2. the live probe of the host's NPUs through rbln-smi
+//      (core/probe_provider.h), which falls back to
+//   3. the spec table (the embedded default; works on any machine).
 //
 // Implementations are thread-safe.
 #ifndef RBLN_CORE_DRAM_H_
@@ -55,6 +58,9 @@ class DramProvider {
   // What the provider sees, for GetDeviceInfo.
   virtual DeviceReport Report() = 0;
 };
+
+// "15.72 GiB": bytes as sources and warnings print them.
+std::string FormatGib(uint64_t bytes);
 
 // The spec table of §2 by NPU name.
 std::unique_ptr<DramProvider> NewSpecTableProvider();

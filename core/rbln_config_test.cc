@@ -40,19 +40,9 @@ constexpr char kMetaEntry[] = R"({
   "dtype": "float16"
 })";
 
-std::string TestdataPath(absl::string_view name) {
-  const char* source_dir = std::getenv("RBLN_SOURCE_DIR");
-  std::string root = source_dir != nullptr && *source_dir != '\0'
-                         ? std::string(source_dir)
-                         : std::filesystem::path(__FILE__)
-                               .parent_path()
-                               .parent_path()
-                               .string();
-  return absl::StrCat(root, "/tests/testdata/rbln_config/", name);
-}
-
 std::string ReadTestdata(absl::string_view name) {
-  return testing::ReadFileOrDie(TestdataPath(name));
+  return testing::ReadFileOrDie(
+      testing::TestdataPath(absl::StrCat("rbln_config/", name)));
 }
 
 // `json` with member `key` set to the JSON text `value`, or removed when

@@ -1,6 +1,6 @@
 // rbln-artifactd: serves the ArtifactService over a store of compiled
-// artifacts. Starts with no flags (default store and Unix socket, spec-table
-// DRAM figures); see --help.
+// artifacts. Starts with no flags (default store and Unix socket; DRAM figures
+// from rbln-smi when it is installed, else the spec table); see --help.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -16,15 +16,19 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "core/defaults.h"
 #include "core/dram.h"
+#include "core/probe_provider.h"
 #include "core/store.h"
+#include "core/subprocess.h"
 #include "server/artifact_service.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -54,6 +58,46 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
+// `--rbln-smi none`: no probe, the spec table only (a host whose rbln-smi
+// misbehaves, or a reproducible setup).
+constexpr char kNoProbe[] = "none";
+// How long one probe's answer serves: device lists change rarely, and a
+// busy daemon must not run rbln-smi for every request.
+constexpr absl::Duration kProbeCacheTtl = absl::Seconds(5);
+
+// The DRAM provider in the documented order of choice: override, else the
+// live probe (which falls back to the spec table), else the spec table.
+// Returns the provider and a line for the start-up log.
+absl::StatusOr<std::pair<std::unique_ptr<rbln::DramProvider>, std::string>>
+ChooseDramProvider(const std::string& device_dram, const std::string& rbln_smi,
+                   double probe_timeout_s) {
+  if (!device_dram.empty()) {
+    absl::StatusOr<rbln::DramOverride> parsed =
+        rbln::ParseDramOverride(device_dram);
+    if (!parsed.ok()) return parsed.status();
+    return std::make_pair(rbln::NewOverrideProvider(*parsed),
+                          absl::StrCat("override --device-dram ", device_dram,
+                                       rbln_smi.empty() || rbln_smi == kNoProbe
+                                           ? ""
+                                           : " (--rbln-smi is not used)"));
+  }
+  if (rbln_smi == kNoProbe) {
+    return std::make_pair(rbln::NewSpecTableProvider(),
+                          std::string("spec table (--rbln-smi none)"));
+  }
+  rbln::ProbeOptions probe;
+  probe.tool = rbln_smi;
+  probe.timeout = absl::Seconds(probe_timeout_s);
+  probe.cache_ttl = kProbeCacheTtl;
+  std::string description = absl::StrCat(
+      "probe ",
+      rbln_smi.empty() ? "rbln-smi (else rbln-stat) on PATH" : rbln_smi,
+      " with a ", rbln::FormatSeconds(probe.timeout),
+      " timeout, else the spec table");
+  return std::make_pair(rbln::NewProbeProvider(std::move(probe)),
+                        std::move(description));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,6 +109,8 @@ int main(int argc, char** argv) {
   std::string store_dir = rbln::DefaultStoreDir();
   std::vector<std::string> listen;
   std::string device_dram;
+  std::string rbln_smi;
+  double probe_timeout_s = 5;
   std::string log_level = "info";
   int max_writes = 4;
   double shutdown_grace_s = 60;
@@ -75,9 +121,29 @@ int main(int argc, char** argv) {
                  "Address to serve: unix:PATH or HOST:PORT; repeatable "
                  "(default " +
                      rbln::DefaultServerAddress() + ")");
+  app.set_config("--config", "",
+                 "Read flags from a TOML/INI file: one `name = value` line "
+                 "per long flag without its dashes (store = \"/srv/a\", "
+                 "listen = [\"unix:/run/a.sock\"], device-dram = \"16GiB\"); "
+                 "flags on the command line win")
+      ->type_name("FILE");
+  // A misspelt entry would otherwise be dropped silently, and the daemon
+  // would run with a default the operator meant to change.
+  app.allow_config_extras(CLI::config_extras_mode::error);
   app.add_option("--device-dram", device_dram,
                  "Override the device DRAM: BYTES[,CHIPLETS] per device, e.g. "
-                 "16GiB or 144GiB,4 (default: the NPU spec table)");
+                 "16GiB or 144GiB,4; wins over the probe and the spec table");
+  app.add_option("--rbln-smi", rbln_smi,
+                 "The device probe: PATH of rbln-smi (or rbln-stat) to run "
+                 "for the host's NPUs and their DRAM; 'none' for the spec "
+                 "table only (default: rbln-smi on PATH, else rbln-stat)")
+      ->type_name("PATH");
+  app.add_option("--probe-timeout-seconds", probe_timeout_s,
+                 "How long the probe may run before it is killed and the spec "
+                 "table answers instead (with a warning); at most 30, well "
+                 "inside a client's deadline")
+      ->check(CLI::Range(0.01, 30.0))
+      ->capture_default_str();
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error or off")
       ->capture_default_str();
@@ -90,6 +156,15 @@ int main(int argc, char** argv) {
                  "finish")
       ->capture_default_str();
   app.footer(
+      "Available DRAM (what a budget like 0.8 is a fraction of), in order of "
+      "choice:\n  1. --device-dram (or device-dram in the --config file)\n  "
+      "2. the live probe: rbln-smi's device table, when the tool is found; "
+      "figures from the spec table by the device's name, exactly\n  3. the "
+      "spec table (RBLN-CA*: 16 GiB - 288 MiB, RBLN-CR*: 4 x (36 GiB - 1 "
+      "GiB)) when no tool is found, or, with a warning in every reply, when "
+      "it fails, hangs or prints something unreadable.\nThe artifact's "
+      "target NPU decides the spec; probed devices of another family are a "
+      "warning. rbln-artifact --device-info shows what the daemon uses.\n"
       "Environment: RBLN_ARTIFACTD_STORE and RBLN_ARTIFACTD_SOCKET change the "
       "defaults (also for rbln-artifact).\nExample:\n  rbln-artifactd --store "
       "/srv/artifacts --listen unix:/run/rbln-artifactd.sock --listen "
@@ -105,15 +180,11 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("rbln-artifactd"));
   spdlog::set_level(level);
 
-  std::unique_ptr<rbln::DramProvider> dram = rbln::NewSpecTableProvider();
-  if (!device_dram.empty()) {
-    absl::StatusOr<rbln::DramOverride> parsed =
-        rbln::ParseDramOverride(device_dram);
-    if (!parsed.ok()) {
-      return Fail(kExitUsage, std::string(parsed.status().message()));
-    }
-    dram = rbln::NewOverrideProvider(*parsed);
+  auto chosen = ChooseDramProvider(device_dram, rbln_smi, probe_timeout_s);
+  if (!chosen.ok()) {
+    return Fail(kExitUsage, std::string(chosen.status().message()));
   }
+  std::unique_ptr<rbln::DramProvider> dram = std::move(chosen->first);
 
   std::error_code ec;
   std::filesystem::create_directories(store_dir, ec);
@@ -167,8 +238,9 @@ int main(int argc, char** argv) {
                 absl::StrCat("cannot listen on ", absl::StrJoin(listen, ", "),
                              " (address in use, or its directory missing?)"));
   }
-  spdlog::info("rbln-artifactd serving store {} on {} (pid {})",
-               (*store)->root(), absl::StrJoin(listen, ", "), getpid());
+  spdlog::info("rbln-artifactd serving store {} on {} (pid {}); DRAM: {}",
+               (*store)->root(), absl::StrJoin(listen, ", "), getpid(),
+               chosen->second);
 
   std::thread waiter([&server, &signals, shutdown_grace_s]() {
     int signal_number = 0;

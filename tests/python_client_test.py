@@ -62,7 +62,9 @@ class Daemon:
         self.err = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(
             [os.path.join(BIN_DIR, "rbln-artifactd"), "--store", store,
-             "--listen", self.address, "--log-level", "warn"] +
+             "--listen", self.address, "--log-level", "warn",
+             # Spec-table figures whatever NPUs this host has.
+             "--rbln-smi", "none"] +
             list(extra_flags),
             stdout=subprocess.DEVNULL, stderr=self.err,
             preexec_fn=_die_with_parent)

@@ -36,6 +36,10 @@ uint64_t HashFile(const std::string& path);
 // symlinks and directories are listed with a hash of their kind/target.
 std::map<std::string, uint64_t> HashTree(const std::string& dir);
 
+// tests/testdata/<relative> in the source tree: under $RBLN_SOURCE_DIR (set
+// by ctest), else found from this file's compiled-in path.
+std::string TestdataPath(absl::string_view relative);
+
 // $RBLN_BIN_DIR/name (set by ctest), else beside the running test binary.
 std::string BinaryPath(absl::string_view name);
 // Runs a shell command; returns its exit status (or -1) and its stdout and

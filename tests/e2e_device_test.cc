@@ -1,0 +1,269 @@
+// End-to-end tests of the NPU DRAM query (DESIGN §7): the real rbln-artifactd
+// with a fake rbln-smi (a shell script printing a recorded device table, or
+// failing), and the rbln-artifact client run as a user runs it. They check
+// what reaches the user: the device table, the DRAM source of a fit, the
+// fall-back warnings, and the order of choice (override > probe > spec).
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/testing/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rapidjson/document.h"
+#include "tests/daemon_fixture.h"
+
+namespace rbln {
+namespace {
+
+using ::rbln::e2e::Daemon;
+using ::rbln::e2e::JsonU64;
+using ::rbln::e2e::Outcome;
+using ::rbln::e2e::ParseJson;
+using ::rbln::e2e::RunClient;
+using ::rbln::e2e::ShellQuote;
+using ::rbln::e2e::StartDaemon;
+using ::rbln::e2e::StartDaemonWithFlags;
+using ::rbln::e2e::StopDaemon;
+using ::rbln::e2e::Synthesize;
+using ::rbln::testing::TempDir;
+using ::rbln::testing::TestdataPath;
+using ::rbln::testing::WriteFileOrDie;
+using ::testing::AllOf;
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+// An RBLN-CA12 node, exactly (DESIGN §2); rbln-smi prints "15.7GiB".
+constexpr uint64_t kCaAvailable = 16 * kGiB - 288 * kMiB;
+
+// A store with one synthesized RBLN-CA12 artifact ("llama", four nodes);
+// each test starts the daemon with the DRAM flags it is about.
+class E2eDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directory(store_);
+    ASSERT_NO_FATAL_FAILURE(
+        Synthesize("llama3-8b-ca12-tp4", store_ + "/llama"));
+  }
+
+  void TearDown() override { StopDaemon(&daemon_); }
+
+  // A fake tool: an executable /bin/sh script running `body`.
+  std::string FakeTool(absl::string_view name, absl::string_view body) {
+    const std::string path = root_.Join(name);
+    WriteFileOrDie(path, absl::StrCat("#!/bin/sh\n", body, "\n"));
+    EXPECT_EQ(chmod(path.c_str(), 0755), 0);
+    return path;
+  }
+
+  // A fake rbln-smi printing a recorded sample.
+  std::string FakeSmi(absl::string_view sample) {
+    return FakeTool(absl::StrCat("smi-", sample),
+                    absl::StrCat("cat ", ShellQuote(TestdataPath(absl::StrCat(
+                                             "rbln-smi/", sample)))));
+  }
+
+  void Start(const std::vector<std::string>& flags) {
+    StartDaemon(root_.path(), store_, address_, flags, &daemon_);
+  }
+
+  // Stops the running daemon and starts another with `flags` (one daemon
+  // per store).
+  void Restart(const std::vector<std::string>& flags) {
+    StopDaemon(&daemon_);
+    Start(flags);
+  }
+
+  Outcome Cli(const std::string& args) {
+    return RunClient(address_, args, store_, root_.Join("cli.err"));
+  }
+
+  // A dry-run fit of ./llama at 80%, as JSON. A fatal failure unless the
+  // client exits 0 with a reply that has the fields the tests read.
+  void DryRunFit(Outcome* outcome, rapidjson::Document* reply) {
+    *outcome =
+        Cli("--set-memory-budget 0.8 --model-id ./llama --dry-run --json");
+    ASSERT_EQ(outcome->code, 0) << *outcome;
+    *reply = ParseJson(*outcome);
+    ASSERT_TRUE(reply->IsObject() && reply->HasMember("warnings") &&
+                (*reply)["warnings"].IsArray() && reply->HasMember("fit") &&
+                (*reply)["fit"].HasMember("dram_source"))
+        << *outcome;
+  }
+
+  TempDir root_;
+  const std::string store_ = root_.Join("store");
+  const std::string address_ = absl::StrCat("unix:", root_.Join("d.sock"));
+  Daemon daemon_;
+};
+
+TEST_F(E2eDeviceTest, DeviceInfoShowsTheProbedDevices) {
+  const std::string smi = FakeSmi("rbln-smi-atom-ca12.txt");
+  ASSERT_NO_FATAL_FAILURE(Start({"--rbln-smi", smi}));
+  Outcome o = Cli("--device-info");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("source: probe: ", smi)));
+  // Total and available from the spec table by name, used from the probe.
+  EXPECT_THAT(o.out, ContainsRegex("\n +0 +RBLN-CA12 +RBLN-CA +/dev/rbln0 "
+                                   "+16\\.00 +2\\.24 +15\\.72 +1 +probe\n"));
+  EXPECT_THAT(o.out, ContainsRegex("\n +1 +RBLN-CA12 +RBLN-CA +/dev/rbln1 "
+                                   "+16\\.00 +0\\.00 +15\\.72 +1 +probe\n"));
+  EXPECT_THAT(o.out, Not(HasSubstr("RBLN-CA*")));  // no spec-table rows
+  EXPECT_EQ(o.err, "");
+
+  Outcome json = Cli("--device-info --json");
+  ASSERT_EQ(json.code, 0) << json;
+  rapidjson::Document doc = ParseJson(json);
+  ASSERT_TRUE(doc["devices"].IsArray());
+  ASSERT_EQ(doc["devices"].Size(), 2u);
+  const rapidjson::Value& rbln0 = doc["devices"][0];
+  EXPECT_EQ(rbln0["index"].GetInt(), 0);
+  EXPECT_STREQ(rbln0["name"].GetString(), "RBLN-CA12");
+  EXPECT_STREQ(rbln0["device_node"].GetString(), "/dev/rbln0");
+  EXPECT_STREQ(rbln0["source"].GetString(), "probe");
+  EXPECT_EQ(JsonU64(rbln0, "used_bytes"), 2400000000u);  // "2.4GB"
+  EXPECT_EQ(JsonU64(rbln0, "available_bytes"), kCaAvailable);
+  EXPECT_EQ(rbln0["chiplets"].GetUint(), 1u);
+  EXPECT_STREQ(doc["devices"][1]["device_node"].GetString(), "/dev/rbln1");
+}
+
+TEST_F(E2eDeviceTest, FitWithAProbedDeviceUsesTheExactSpecBytes) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--rbln-smi", "none"}));
+  Outcome spec_outcome;
+  rapidjson::Document spec;
+  ASSERT_NO_FATAL_FAILURE(DryRunFit(&spec_outcome, &spec));
+  EXPECT_THAT(std::string(spec["fit"]["dram_source"].GetString()),
+              AllOf(HasSubstr("spec table"), Not(HasSubstr("probe"))));
+
+  const std::string smi = FakeSmi("rbln-smi-atom-ca12.txt");
+  ASSERT_NO_FATAL_FAILURE(Restart({"--rbln-smi", smi}));
+  Outcome probe_outcome;
+  rapidjson::Document probe;
+  ASSERT_NO_FATAL_FAILURE(DryRunFit(&probe_outcome, &probe));
+  EXPECT_EQ(JsonU64(probe, "new_num_blocks"), JsonU64(spec, "new_num_blocks"));
+  // 80% of 16 GiB - 288 MiB, not of the 15.7 GiB rbln-smi prints.
+  EXPECT_EQ(JsonU64(probe["fit"], "budget_per_chiplet"), kCaAvailable * 8 / 10);
+  EXPECT_EQ(JsonU64(probe["fit"], "budget_per_chiplet"),
+            JsonU64(spec["fit"], "budget_per_chiplet"));
+  EXPECT_THAT(std::string(probe["fit"]["dram_source"].GetString()),
+              AllOf(HasSubstr(absl::StrCat("probe: ", smi)),
+                    HasSubstr("RBLN-CA12 rbln0")));
+  EXPECT_EQ(probe["warnings"].Size(), 0u) << probe_outcome;
+
+  // The human output says where the DRAM figure came from too.
+  Outcome human = Cli("--set-memory-budget 0.8 --model-id ./llama --dry-run");
+  ASSERT_EQ(human.code, 0) << human;
+  EXPECT_THAT(human.out, HasSubstr(absl::StrCat("DRAM: probe: ", smi)));
+}
+
+TEST_F(E2eDeviceTest, FailingProbeStillFitsFromTheSpecTableWithAWarning) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--rbln-smi", "none"}));
+  Outcome spec_outcome;
+  rapidjson::Document spec;
+  ASSERT_NO_FATAL_FAILURE(DryRunFit(&spec_outcome, &spec));
+  const uint64_t spec_blocks = JsonU64(spec, "new_num_blocks");
+
+  const std::string smi =
+      FakeTool("broken-smi", "echo 'rbln-smi: no driver' >&2; exit 3");
+  ASSERT_NO_FATAL_FAILURE(Restart({"--rbln-smi", smi}));
+  Outcome o = Cli("--set-memory-budget 0.8 --model-id ./llama --dry-run");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.err,
+              HasSubstr(absl::StrCat("warning: device probe failed, so the "
+                                     "DRAM figures come from the spec table: ",
+                                     smi,
+                                     " exited with status 3: rbln-smi: "
+                                     "no driver\n")));
+  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("-> ", spec_blocks)));
+
+  Outcome json_outcome;
+  rapidjson::Document json;
+  ASSERT_NO_FATAL_FAILURE(DryRunFit(&json_outcome, &json));
+  EXPECT_EQ(JsonU64(json, "new_num_blocks"), spec_blocks);
+  ASSERT_EQ(json["warnings"].Size(), 1u) << json_outcome;
+  EXPECT_THAT(std::string(json["warnings"][0].GetString()),
+              HasSubstr("exited with status 3"));
+
+  Outcome devices = Cli("--device-info");
+  ASSERT_EQ(devices.code, 0) << devices;
+  EXPECT_THAT(devices.out, HasSubstr("spec table (the probe of"));
+  EXPECT_THAT(devices.out, ContainsRegex("RBLN-CA\\* +RBLN-CA +- +16\\.00"));
+  EXPECT_THAT(devices.err, HasSubstr("warning: device probe failed"));
+}
+
+TEST_F(E2eDeviceTest, HangingProbeIsKilledAndTheFitStillAnswers) {
+  const std::string smi = FakeTool("hanging-smi", "sleep 30");
+  ASSERT_NO_FATAL_FAILURE(
+      Start({"--rbln-smi", smi, "--probe-timeout-seconds", "0.3"}));
+  Outcome o = Cli("--set-memory-budget 0.8 --model-id ./llama --dry-run");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.err, HasSubstr(absl::StrCat(
+                         "warning: device probe failed, so the DRAM figures "
+                         "come from the spec table: ",
+                         smi, " did not answer within 0.3 s; killed it")));
+}
+
+TEST_F(E2eDeviceTest, ProbedDeviceOfAnotherFamilyIsAWarningInTheReply) {
+  ASSERT_NO_FATAL_FAILURE(
+      Start({"--rbln-smi", FakeSmi("rbln-smi-rebel-cr13.txt")}));
+  Outcome o = Cli("--set-memory-budget 0.8 --model-id ./llama --dry-run");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.err, HasSubstr("warning: the artifact targets RBLN-CA12 "
+                               "(RBLN-CA*) but "));
+  EXPECT_THAT(o.err, HasSubstr("RBLN-CR13 rbln0"));
+  // The artifact's target decides the spec: RBLN-CA, from the table.
+  EXPECT_THAT(o.out, HasSubstr("DRAM: spec table: RBLN-CA*"));
+}
+
+TEST_F(E2eDeviceTest, ConfigFileSetsTheProbeAndAnOverrideWinsOverIt) {
+  const std::string smi = FakeSmi("rbln-smi-atom-ca12.txt");
+  const std::string config = root_.Join("rbln-artifactd.toml");
+  WriteFileOrDie(
+      config,
+      absl::StrCat("# rbln-artifactd settings\n", "store = \"", store_, "\"\n",
+                   "listen = [\"", address_, "\"]\n", "log-level = \"warn\"\n",
+                   "rbln-smi = \"", smi, "\"\n"));
+  ASSERT_NO_FATAL_FAILURE(StartDaemonWithFlags(root_.path(), address_,
+                                               {"--config", config}, &daemon_));
+  Outcome o = Cli("--device-info");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("source: probe: ", smi)));
+  EXPECT_THAT(o.out, HasSubstr("/dev/rbln1"));
+
+  // An override, here on the command line over the same config file, comes
+  // first in the order of choice.
+  StopDaemon(&daemon_);
+  ASSERT_NO_FATAL_FAILURE(StartDaemonWithFlags(
+      root_.path(), address_, {"--config", config, "--device-dram", "12GiB"},
+      &daemon_));
+  Outcome fit;
+  rapidjson::Document doc;
+  ASSERT_NO_FATAL_FAILURE(DryRunFit(&fit, &doc));
+  EXPECT_THAT(std::string(doc["fit"]["dram_source"].GetString()),
+              HasSubstr("override"));
+  EXPECT_EQ(JsonU64(doc["fit"], "budget_per_chiplet"), 12 * kGiB * 8 / 10);
+}
+
+TEST_F(E2eDeviceTest, UnknownConfigEntryIsAStartupError) {
+  const std::string config = root_.Join("typo.toml");
+  WriteFileOrDie(config, "rbln-smii = \"/usr/bin/rbln-smi\"\n");
+  Outcome o = e2e::RunShell(
+      absl::StrCat(e2e::kCommandTimeout, " ",
+                   ShellQuote(testing::BinaryPath("rbln-artifactd")),
+                   " --store ", ShellQuote(store_), " --listen ",
+                   ShellQuote(address_), " --config ", ShellQuote(config)),
+      root_.Join("typo.err"));
+  EXPECT_NE(o.code, 0) << o;
+  EXPECT_NE(o.code, 124) << "the daemon started despite the typo";
+  EXPECT_THAT(o.err + o.out, HasSubstr("rbln-smii"));
+}
+
+}  // namespace
+}  // namespace rbln
