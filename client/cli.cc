@@ -270,25 +270,21 @@ absl::Status UsageError(absl::string_view message) {
 absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   CliOptions o;
   std::string op_flag;
-  if (f.get_opt->count() > 0) {
-    o.operation = Operation::kGet;
-    op_flag = "--get-kvcache-num-blocks";
-  } else if (f.set_opt->count() > 0) {
-    o.operation = Operation::kSet;
-    op_flag = "--set-kvcache-num-blocks";
-  } else if (f.budget_opt->count() > 0) {
-    o.operation = Operation::kFitBudget;
-    op_flag = "--set-memory-budget";
-  } else if (f.describe_opt->count() > 0) {
-    o.operation = Operation::kDescribe;
-    op_flag = "--describe";
-  } else if (f.list_opt->count() > 0) {
-    o.operation = Operation::kList;
-    op_flag = "--list";
-  } else if (f.device_info_opt->count() > 0) {
-    o.operation = Operation::kDeviceInfo;
-    op_flag = "--device-info";
-  } else {
+  const std::pair<const CLI::Option*, Operation> operations[] = {
+      {f.get_opt, Operation::kGet},
+      {f.set_opt, Operation::kSet},
+      {f.budget_opt, Operation::kFitBudget},
+      {f.describe_opt, Operation::kDescribe},
+      {f.list_opt, Operation::kList},
+      {f.device_info_opt, Operation::kDeviceInfo}};
+  for (const auto& [opt, operation] : operations) {
+    if (opt->count() > 0) {
+      o.operation = operation;
+      op_flag = opt->get_name();
+      break;
+    }
+  }
+  if (op_flag.empty()) {
     return UsageError(
         "choose one operation: --get-kvcache-num-blocks, "
         "--set-kvcache-num-blocks N, --set-memory-budget BUDGET, --describe, "
