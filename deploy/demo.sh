@@ -9,7 +9,8 @@ root=$PWD
 
 deploy/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)"
+cmake --build build -j "$(nproc)" \
+  --target rbln-artifactd rbln-artifact rbln-artifact-synth
 bin=$root/build/bin
 
 demo=${RBLN_DEMO_DIR:-$root/build/demo}
