@@ -86,10 +86,11 @@ ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
 grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
     grpc::ServerContext*, const v1::GetKvcacheNumBlocksRequest* req,
     v1::GetKvcacheNumBlocksResponse* resp) {
-  RequestLog log("GetKvcacheNumBlocks", LogName(req->artifact()));
+  const std::string name = LogName(req->artifact());
+  RequestLog log("GetKvcacheNumBlocks", name);
   absl::StatusOr<Artifact> artifact = store_->Read(req->artifact());
   if (!artifact.ok()) return log.Finish(artifact.status());
-  resp->set_artifact(*store_->CanonicalName(req->artifact()));
+  resp->set_artifact(name);  // canonical: the read succeeded
   resp->set_kvcache_num_blocks(artifact->current_num_blocks());
   resp->set_compiled_num_blocks(artifact->compiled_num_blocks());
   resp->set_num_full_blocks(artifact->config().NumFullBlocks());
@@ -192,12 +193,13 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
 grpc::Status ArtifactServiceImpl::DescribeArtifact(
     grpc::ServerContext*, const v1::DescribeArtifactRequest* req,
     v1::DescribeArtifactResponse* resp) {
-  RequestLog log("DescribeArtifact", LogName(req->artifact()));
+  const std::string name = LogName(req->artifact());
+  RequestLog log("DescribeArtifact", name);
   absl::StatusOr<Artifact> artifact =
       store_->Read(req->artifact(), {.verify_payload = req->verify_payload()});
   if (!artifact.ok()) return log.Finish(artifact.status());
   const RblnConfig& config = artifact->config();
-  resp->set_artifact(*store_->CanonicalName(req->artifact()));
+  resp->set_artifact(name);  // canonical: the read succeeded
   resp->set_cls_name(config.cls_name);
   resp->set_npu(artifact->npu());
   resp->set_num_nodes(artifact->num_nodes());
