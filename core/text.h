@@ -1,0 +1,40 @@
+// Text that came from outside (a caller's request, a file in the store) on
+// its way into an error message or a log line: cut to a known length and
+// escaped, so that a hostile name can neither bloat a gRPC status past what
+// fits in its metadata nor forge a log line.
+//
+// Thread-safe: pure functions.
+#ifndef RBLN_CORE_TEXT_H_
+#define RBLN_CORE_TEXT_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace rbln {
+
+// How much of a caller's input an error message repeats. Enough to recognise
+// any real name; a status must stay far below gRPC's 8 KiB metadata limit.
+inline constexpr size_t kMaxEchoBytes = 200;
+// Every status message the server sends is cut to fit in this many bytes.
+inline constexpr size_t kMaxStatusMessageBytes = 1000;
+
+// `s` for an error message: printable ASCII as it is, everything else as a C
+// escape (\n, \x00, \xc3), cut after kMaxEchoBytes input bytes with
+// "... (N more bytes)".
+std::string Echo(absl::string_view s);
+
+// `message` cut to at most `max_bytes` bytes, ending in "... (cut)" when it
+// was longer. It cuts bytes: what a caller or a file sent reaches a message
+// only through Echo, which makes it ASCII.
+std::string TruncateMessage(absl::string_view message,
+                            size_t max_bytes = kMaxStatusMessageBytes);
+
+// A logfmt value: always in double quotes, with \" \\ and every byte outside
+// printable ASCII escaped, so that one request is one line whatever it names.
+std::string LogValue(absl::string_view s);
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_TEXT_H_
