@@ -1,6 +1,7 @@
 #include "core/artifact.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <memory>
 #include <set>
@@ -62,6 +63,9 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
     return absl::NotFoundError(absl::StrCat("no artifact directory at ", dir));
   }
   RBLN_RETURN_IF_ERROR(dir_stat.status());
+  if (dir_stat->type == FileType::kSymlink) {
+    return ErrnoToStatus("open", dir, ELOOP);
+  }
   if (dir_stat->type != FileType::kDirectory) {
     return absl::NotFoundError(
         absl::StrCat("no artifact directory at ", dir, " (not a directory)"));

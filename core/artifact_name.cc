@@ -72,8 +72,8 @@ absl::StatusOr<std::string> CanonicalArtifactName(
     }
     if (absl::StartsWith(part, ".")) {
       return absl::PermissionDeniedError(absl::StrCat(
-          "artifact name ", Echo(name), " has a hidden component '",
-          Echo(part), "'; names starting with '.' are reserved for the daemon"));
+          "artifact name ", Echo(name), " has a hidden component '", Echo(part),
+          "'; names starting with '.' are reserved for the daemon"));
     }
     if (part.size() > kMaxNameComponentBytes) {
       return absl::InvalidArgumentError(absl::StrCat(

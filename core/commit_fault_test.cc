@@ -286,7 +286,8 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
   int64_t commit_point = 0;
   {
     Scenario scenario(commit(), originals);
-    FaultInjectionEnv env(Env::Default(), kUnsynced);
+    std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(scenario.root());
+    FaultInjectionEnv env(confined.get(), kUnsynced);
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
         ArtifactStore::Open(&env, scenario.root());
     ASSERT_TRUE(store.ok()) << store.status();
@@ -312,7 +313,8 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
   // One failing k is enough to read; the next ones would mostly repeat it.
   for (int64_t k = 1; k <= num_calls && !HasFailure(); ++k) {
     Scenario scenario(commit(), originals);
-    FaultInjectionEnv env(Env::Default(), kUnsynced);
+    std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(scenario.root());
+    FaultInjectionEnv env(confined.get(), kUnsynced);
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
         ArtifactStore::Open(&env, scenario.root());
     ASSERT_TRUE(store.ok()) << store.status();
@@ -349,7 +351,7 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
       // The next start's recovery removes the staging directories (which
       // touches nothing else: RecoveryRemovesOnlyStagingDebris).
       absl::StatusOr<std::unique_ptr<ArtifactStore>> reopened =
-          ArtifactStore::Open(Env::Default(), scenario.root());
+          ArtifactStore::Open(scenario.root());
       ASSERT_TRUE(reopened.ok()) << reopened.status();
     }
     // After an I/O error the engine itself removed its staging directory (no

@@ -7,6 +7,21 @@
 // ENOENT to NOT_FOUND, EEXIST to ALREADY_EXISTS, EACCES/EPERM to
 // PERMISSION_DENIED, EXDEV to FAILED_PRECONDITION, anything else to INTERNAL.
 //
+// No method follows a symbolic link in the last component of its path, and
+// files are opened for reading only when they are regular files (a FIFO, a
+// device or a socket is refused before it is opened, so nothing blocks).
+// A symbolic link where none is followed is PERMISSION_DENIED.
+//
+// Confinement (NewConfinedEnv): an Env confined to a root takes only paths at
+// or below that root, and resolves each one afresh, inside the kernel,
+// beneath a descriptor of the root that it opened once: the parent directory
+// with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+// (or, where openat2 is missing or filtered, one O_NOFOLLOW | O_DIRECTORY
+// step at a time), then the last component with the *at() call on that
+// parent's descriptor. So no path is checked and later used: a directory
+// swapped for a symbolic link mid-operation makes the operation fail, never
+// reach outside the root. The artifact store accepts only a confined Env.
+//
 // Env implementations are safe for concurrent use from multiple threads
 // without external synchronization. File objects are not: each belongs to one
 // thread at a time.
@@ -68,10 +83,23 @@ struct DirEntry {
 struct FileStat {
   FileType type;
   uint64_t size;
-  uint32_t mode;
+  uint32_t mode;  // permission bits (07777)
   uint64_t device;
   uint64_t inode;
   uint64_t nlink;
+  uint32_t uid;
+  uint32_t gid;
+};
+
+// Who owns a file and with which permission bits.
+struct FileOwnership {
+  uint32_t uid;
+  uint32_t gid;
+  uint32_t mode;  // 07777
+
+  static FileOwnership Of(const FileStat& st) {
+    return {st.uid, st.gid, st.mode};
+  }
 };
 
 // An flock held on an open file; released when destroyed.
@@ -89,6 +117,12 @@ class Env {
   // The process-wide POSIX Env. Never deleted.
   static Env* Default();
 
+  // The root this Env is confined to (resolved, absolute), or "" when it
+  // takes any path.
+  virtual std::string ConfinedRoot() const = 0;
+
+  // Opens a regular file for reading (FAILED_PRECONDITION for anything
+  // else: a directory, a FIFO, a device, a socket).
   virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) = 0;
   // Creates `path`, which must not exist (O_EXCL), with mode 0644.
@@ -106,6 +140,10 @@ class Env {
   virtual absl::StatusOr<FileStat> Stat(const std::string& path) = 0;
 
   virtual absl::Status CreateDir(const std::string& path) = 0;
+  // Gives a regular file or directory `owner` (chown, only when it differs,
+  // then chmod). PERMISSION_DENIED when the process may not give it away.
+  virtual absl::Status SetOwnership(const std::string& path,
+                                    const FileOwnership& owner) = 0;
   virtual absl::Status RemoveFile(const std::string& path) = 0;
   virtual absl::Status RemoveDir(const std::string& path) = 0;
   virtual absl::Status Link(const std::string& from, const std::string& to) = 0;
@@ -121,9 +159,12 @@ class Env {
   // fsync of a directory, making entries created or renamed in it durable.
   virtual absl::Status SyncDir(const std::string& path) = 0;
 
-  // Takes an exclusive (or shared) flock on `path`, creating it when missing.
-  // With `wait` false it fails fast with UNAVAILABLE when another open file
-  // description holds a conflicting lock.
+  // Takes an exclusive (or shared) flock on `path`, creating it (0600) when
+  // missing. With `wait` false it fails fast with UNAVAILABLE when another
+  // open file description holds a conflicting lock. Once locked, the file is
+  // checked to still be the one linked at `path` (else it starts again), so
+  // a holder may remove the lock file before it unlocks: see
+  // docs/commit-protocol.md.
   virtual absl::StatusOr<std::unique_ptr<FileLock>> LockFile(
       const std::string& path, bool exclusive, bool wait) = 0;
 };
@@ -134,6 +175,7 @@ class EnvWrapper : public Env {
   explicit EnvWrapper(Env* target) : target_(target) {}
   Env* target() const { return target_; }
 
+  std::string ConfinedRoot() const override { return target_->ConfinedRoot(); }
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override {
     return target_->NewRandomAccessFile(path);
@@ -155,6 +197,10 @@ class EnvWrapper : public Env {
   }
   absl::Status CreateDir(const std::string& path) override {
     return target_->CreateDir(path);
+  }
+  absl::Status SetOwnership(const std::string& path,
+                            const FileOwnership& owner) override {
+    return target_->SetOwnership(path, owner);
   }
   absl::Status RemoveFile(const std::string& path) override {
     return target_->RemoveFile(path);
@@ -195,6 +241,18 @@ class EnvWrapper : public Env {
 absl::Status ErrnoToStatus(absl::string_view op, absl::string_view path,
                            int err);
 
+struct ConfinedEnvOptions {
+  // Resolve with openat2; false walks one component at a time, as on a
+  // kernel (or under a seccomp filter) without openat2. For tests.
+  bool use_openat2 = true;
+};
+
+// An Env confined to `root` (an existing directory; a symbolic link above or
+// at it is followed once, now). Paths given to it are absolute and at or
+// below the root as resolved; any other path is PERMISSION_DENIED.
+absl::StatusOr<std::unique_ptr<Env>> NewConfinedEnv(
+    const std::string& root, const ConfinedEnvOptions& options = {});
+
 // Helpers built on Env.
 
 // Joins two path pieces with exactly one '/'.
@@ -209,7 +267,7 @@ absl::Status WriteStringToNewFile(Env* env, const std::string& path,
 absl::Status RemoveTree(Env* env, const std::string& path);
 
 // Copies a regular file's bytes into a new file at `to` (kernel-side copy),
-// then syncs it.
+// then syncs it; the copy gets the source's owner and mode.
 absl::Status CopyFile(Env* env, const std::string& from, const std::string& to);
 
 }  // namespace rbln

@@ -2,18 +2,26 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/env.h"
 #include "core/status_macros.h"
 
@@ -196,18 +204,98 @@ class PosixFileLock : public FileLock {
   int fd_;
 };
 
+// A file descriptor closed when this goes out of scope.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  ~UniqueFd() { Reset(); }
+  int get() const { return fd_; }
+  int Release() { return std::exchange(fd_, -1); }
+
+ private:
+  void Reset() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  int fd_ = -1;
+};
+
+// Where one call acts: the last component `leaf` of its path, in the
+// directory `dir` (AT_FDCWD for an unconfined Env, else a descriptor that
+// `holder` keeps open).
+struct Location {
+  UniqueFd holder;
+  int dir = AT_FDCWD;
+  std::string leaf;
+};
+
+absl::string_view TypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+absl::Status NotRegular(absl::string_view path, mode_t mode) {
+  if (S_ISLNK(mode)) return ErrnoStatus("open", path, ELOOP);
+  return absl::FailedPreconditionError(absl::StrCat(
+      path, " is ", TypeName(mode),
+      ", not a regular file; the daemon reads only regular files"));
+}
+
+// How many times a lock is taken again when its file was replaced meanwhile
+// (a holder removed it); more means something else keeps replacing it.
+constexpr int kMaxLockAttempts = 100;
+
 class PosixEnv : public Env {
  public:
+  // Unconfined.
+  PosixEnv() = default;
+  // Confined to `root` (resolved), whose descriptor is `root_fd`.
+  PosixEnv(std::string root, UniqueFd root_fd, bool use_openat2)
+      : root_(std::move(root)),
+        root_fd_(std::move(root_fd)),
+        use_openat2_(use_openat2) {}
+
+  std::string ConfinedRoot() const override { return root_; }
+
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override {
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open", path, errno);
-    return std::make_unique<PosixRandomAccessFile>(path, fd);
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("open", path));
+    // Looked at before it is opened: opening a FIFO or a device can block
+    // or have effects of its own.
+    struct stat st;
+    if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoStatus("open", path, errno);
+    }
+    if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
+                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (fd.get() < 0) return ErrnoStatus("open", path, errno);
+    // It may have been swapped between the look and the open.
+    if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", path, errno);
+    if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+    return std::make_unique<PosixRandomAccessFile>(path, fd.Release());
   }
 
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) override {
-    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("create", path));
+    // O_EXCL: never an existing file, nor a symbolic link's target.
+    int fd = openat(at.dir, at.leaf.c_str(),
+                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return ErrnoStatus("create", path, errno);
     return std::make_unique<PosixWritableFile>(path, fd);
   }
@@ -231,8 +319,13 @@ class PosixEnv : public Env {
 
   absl::StatusOr<std::vector<DirEntry>> ListDir(
       const std::string& path) override {
-    DIR* dir = opendir(path.c_str());
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("list", path));
+    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
+                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0) return ErrnoStatus("list", path, errno);
+    DIR* dir = fdopendir(fd.get());
     if (dir == nullptr) return ErrnoStatus("list", path, errno);
+    fd.Release();  // closedir closes it
     std::vector<DirEntry> entries;
     errno = 0;
     while (struct dirent* ent = readdir(dir)) {
@@ -251,15 +344,16 @@ class PosixEnv : public Env {
           break;
         case DT_UNKNOWN: {
           struct stat st;
-          std::string full = JoinPath(path, name);
-          type = lstat(full.c_str(), &st) == 0 ? TypeOf(st.st_mode)
-                                               : FileType::kOther;
+          type = fstatat(dirfd(dir), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0
+                     ? TypeOf(st.st_mode)
+                     : FileType::kOther;
           break;
         }
         default:
           type = FileType::kOther;
       }
       entries.push_back({std::string(name), type});
+      errno = 0;
     }
     int err = errno;
     closedir(dir);
@@ -271,91 +365,257 @@ class PosixEnv : public Env {
   }
 
   absl::StatusOr<FileStat> Stat(const std::string& path) override {
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("stat", path));
     struct stat st;
-    if (lstat(path.c_str(), &st) != 0) return ErrnoStatus("stat", path, errno);
+    if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoStatus("stat", path, errno);
+    }
     return FileStat{TypeOf(st.st_mode),
                     static_cast<uint64_t>(st.st_size),
                     static_cast<uint32_t>(st.st_mode & 07777),
                     static_cast<uint64_t>(st.st_dev),
                     static_cast<uint64_t>(st.st_ino),
-                    static_cast<uint64_t>(st.st_nlink)};
+                    static_cast<uint64_t>(st.st_nlink),
+                    static_cast<uint32_t>(st.st_uid),
+                    static_cast<uint32_t>(st.st_gid)};
   }
 
   absl::Status CreateDir(const std::string& path) override {
-    if (mkdir(path.c_str(), 0755) != 0)
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("mkdir", path));
+    if (mkdirat(at.dir, at.leaf.c_str(), 0755) != 0) {
       return ErrnoStatus("mkdir", path, errno);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SetOwnership(const std::string& path,
+                            const FileOwnership& owner) override {
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("chown", path));
+    struct stat st;
+    if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoStatus("chown", path, errno);
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+      return NotRegular(path, st.st_mode);
+    }
+    // Changed through a descriptor, so a swap cannot redirect it.
+    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
+                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+                           (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0)));
+    if (fd.get() < 0) return ErrnoStatus("chown", path, errno);
+    if (fstat(fd.get(), &st) != 0) return ErrnoStatus("chown", path, errno);
+    if (st.st_uid != owner.uid || st.st_gid != owner.gid) {
+      if (fchown(fd.get(), owner.uid, owner.gid) != 0) {
+        const int err = errno;
+        if (err == EPERM) {
+          return absl::PermissionDeniedError(absl::StrCat(
+              "cannot give ", path, " its owner ", owner.uid, ":", owner.gid,
+              " back (", strerror(err),
+              "); the daemon needs CAP_CHOWN for a store that holds other "
+              "users' files"));
+        }
+        return ErrnoStatus("chown", path, err);
+      }
+    }
+    // After the chown, which clears set-user-ID and set-group-ID bits.
+    if (fchmod(fd.get(), owner.mode & 07777) != 0) {
+      return ErrnoStatus("chmod", path, errno);
+    }
     return absl::OkStatus();
   }
 
   absl::Status RemoveFile(const std::string& path) override {
-    if (unlink(path.c_str()) != 0) return ErrnoStatus("unlink", path, errno);
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("unlink", path));
+    if (unlinkat(at.dir, at.leaf.c_str(), 0) != 0) {
+      return ErrnoStatus("unlink", path, errno);
+    }
     return absl::OkStatus();
   }
 
   absl::Status RemoveDir(const std::string& path) override {
-    if (rmdir(path.c_str()) != 0) return ErrnoStatus("rmdir", path, errno);
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("rmdir", path));
+    if (unlinkat(at.dir, at.leaf.c_str(), AT_REMOVEDIR) != 0) {
+      return ErrnoStatus("rmdir", path, errno);
+    }
     return absl::OkStatus();
   }
 
   absl::Status Link(const std::string& from, const std::string& to) override {
-    if (link(from.c_str(), to.c_str()) != 0) {
+    RBLN_ASSIGN_OR_RETURN(Location src, Locate("link", from));
+    RBLN_ASSIGN_OR_RETURN(Location dst, Locate("link", to));
+    // No AT_SYMLINK_FOLLOW: a symbolic link would be linked as itself.
+    if (linkat(src.dir, src.leaf.c_str(), dst.dir, dst.leaf.c_str(), 0) != 0) {
       return ErrnoStatus("link", absl::StrCat(from, " -> ", to), errno);
     }
     return absl::OkStatus();
   }
 
   absl::Status Rename(const std::string& from, const std::string& to) override {
-    if (rename(from.c_str(), to.c_str()) != 0) {
-      return ErrnoStatus("rename", absl::StrCat(from, " -> ", to), errno);
-    }
-    return absl::OkStatus();
+    return RenameAt("rename", from, to, 0);
   }
 
   absl::Status RenameNoReplace(const std::string& from,
                                const std::string& to) override {
-    if (renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(),
-                  RENAME_NOREPLACE) != 0) {
-      return ErrnoStatus("rename", absl::StrCat(from, " -> ", to), errno);
-    }
-    return absl::OkStatus();
+    return RenameAt("rename", from, to, RENAME_NOREPLACE);
   }
 
   absl::Status RenameExchange(const std::string& a,
                               const std::string& b) override {
-    if (renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) !=
-        0) {
-      return ErrnoStatus("exchange", absl::StrCat(a, " <-> ", b), errno);
-    }
-    return absl::OkStatus();
+    return RenameAt("exchange", a, b, RENAME_EXCHANGE);
   }
 
   absl::Status SyncDir(const std::string& path) override {
-    int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open", path, errno);
-    int rc = fsync(fd);
-    int err = errno;
-    close(fd);
-    if (rc != 0) return ErrnoStatus("fsync", path, err);
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("open", path));
+    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
+                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0) return ErrnoStatus("open", path, errno);
+    if (fsync(fd.get()) != 0) return ErrnoStatus("fsync", path, errno);
     return absl::OkStatus();
   }
 
   absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path,
                                                      bool exclusive,
                                                      bool wait) override {
-    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoStatus("open", path, errno);
-    int op = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB);
-    int rc;
-    do {
-      rc = flock(fd, op);
-    } while (rc != 0 && errno == EINTR);
-    if (rc != 0) {
-      int err = errno;
-      close(fd);
-      return ErrnoStatus("lock", path, err);
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("lock", path));
+    const int op = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB);
+    for (int attempt = 0; attempt < kMaxLockAttempts; ++attempt) {
+      UniqueFd fd(openat(at.dir, at.leaf.c_str(),
+                         O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                         0600));
+      if (fd.get() < 0) return ErrnoStatus("open", path, errno);
+      struct stat held;
+      if (fstat(fd.get(), &held) != 0) return ErrnoStatus("stat", path, errno);
+      if (!S_ISREG(held.st_mode)) return NotRegular(path, held.st_mode);
+      int rc;
+      do {
+        rc = flock(fd.get(), op);
+      } while (rc != 0 && errno == EINTR);
+      if (rc != 0) return ErrnoStatus("lock", path, errno);
+      // The previous holder may have removed the file before unlocking: the
+      // lock is good only on the file still linked at `path`.
+      struct stat linked;
+      if (fstatat(at.dir, at.leaf.c_str(), &linked, AT_SYMLINK_NOFOLLOW) == 0 &&
+          linked.st_dev == held.st_dev && linked.st_ino == held.st_ino) {
+        return std::make_unique<PosixFileLock>(path, fd.Release());
+      }
     }
-    return std::make_unique<PosixFileLock>(path, fd);
+    return absl::UnavailableError(absl::StrCat(
+        "lock ", path, ": the lock file keeps being replaced; try again"));
   }
+
+ private:
+  absl::Status RenameAt(absl::string_view op, const std::string& from,
+                        const std::string& to, unsigned flags) {
+    RBLN_ASSIGN_OR_RETURN(Location src, Locate(op, from));
+    RBLN_ASSIGN_OR_RETURN(Location dst, Locate(op, to));
+    if (renameat2(src.dir, src.leaf.c_str(), dst.dir, dst.leaf.c_str(),
+                  flags) != 0) {
+      return ErrnoStatus(
+          op,
+          absl::StrCat(from, flags == RENAME_EXCHANGE ? " <-> " : " -> ", to),
+          errno);
+    }
+    return absl::OkStatus();
+  }
+
+  // The parent directory and last component of `path`; for a confined Env,
+  // the parent resolved beneath the root (see env.h).
+  absl::StatusOr<Location> Locate(absl::string_view op,
+                                  const std::string& path) const {
+    Location at;
+    if (root_.empty()) {
+      at.leaf = path;
+      return at;
+    }
+    absl::string_view rel = path;
+    if (!absl::ConsumePrefix(&rel, root_) ||
+        (!rel.empty() && !absl::ConsumePrefix(&rel, "/"))) {
+      return absl::PermissionDeniedError(
+          absl::StrCat(op, " ", path, ": outside the directory ", root_,
+                       " that this process is confined to"));
+    }
+    std::vector<absl::string_view> parts;
+    for (absl::string_view part : absl::StrSplit(rel, '/', absl::SkipEmpty())) {
+      if (part == ".") continue;
+      if (part == "..") {
+        return absl::PermissionDeniedError(
+            absl::StrCat(op, " ", path, ": '..' is not followed here"));
+      }
+      parts.push_back(part);
+    }
+    at.dir = root_fd_.get();
+    if (parts.empty()) {
+      at.leaf = ".";
+      return at;
+    }
+    at.leaf = std::string(parts.back());
+    parts.pop_back();
+    if (parts.empty()) return at;
+    RBLN_ASSIGN_OR_RETURN(at.holder,
+                          ResolveDir(op, path, absl::StrJoin(parts, "/")));
+    at.dir = at.holder.get();
+    return at;
+  }
+
+  // A descriptor (O_PATH) of the directory `rel` beneath the root, reached
+  // without following any symbolic link.
+  absl::StatusOr<UniqueFd> ResolveDir(absl::string_view op,
+                                      absl::string_view path,
+                                      const std::string& rel) const {
+    if (use_openat2_ && openat2_works_.load(std::memory_order_relaxed)) {
+      struct open_how how = {};
+      how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+      how.resolve =
+          RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+      for (int attempt = 0; attempt < 3; ++attempt) {
+        long fd = syscall(SYS_openat2, root_fd_.get(), rel.c_str(), &how,
+                          sizeof(how));
+        if (fd >= 0) return UniqueFd(static_cast<int>(fd));
+        const int err = errno;
+        if (err == EAGAIN || err == EINTR) continue;  // a rename raced it
+        if (err == ENOSYS || err == EPERM || err == EINVAL || err == E2BIG) {
+          // No openat2 here (an old kernel, or a seccomp filter): walk.
+          openat2_works_.store(false, std::memory_order_relaxed);
+          break;
+        }
+        return ResolveError(op, path, err);
+      }
+    }
+    UniqueFd dir;
+    int at = root_fd_.get();
+    for (absl::string_view part : absl::StrSplit(rel, '/')) {
+      const std::string name(part);
+      UniqueFd next(openat(at, name.c_str(),
+                           O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (next.get() < 0) {
+        int err = errno;
+        struct stat st;
+        if (err == ENOTDIR &&
+            fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISLNK(st.st_mode)) {
+          err = ELOOP;
+        }
+        return ResolveError(op, path, err);
+      }
+      dir = std::move(next);
+      at = dir.get();
+    }
+    return dir;
+  }
+
+  static absl::Status ResolveError(absl::string_view op, absl::string_view path,
+                                   int err) {
+    if (err == EXDEV) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          op, " ", path, ": the path leads outside the artifact store"));
+    }
+    return ErrnoStatus(op, path, err);
+  }
+
+  const std::string root_;  // "" when unconfined
+  const UniqueFd root_fd_;
+  const bool use_openat2_ = true;
+  mutable std::atomic<bool> openat2_works_{true};
 };
 
 }  // namespace
@@ -364,6 +624,15 @@ absl::Status ErrnoToStatus(absl::string_view op, absl::string_view path,
                            int err) {
   std::string message = absl::StrCat(op, " ", path, ": ", strerror(err));
   switch (err) {
+    case ELOOP:
+      return absl::PermissionDeniedError(absl::StrCat(
+          op, " ", path,
+          ": a symbolic link is there or on the way; the artifact store "
+          "follows none (replace it with the real file or directory)"));
+    case ENAMETOOLONG:
+      return absl::InvalidArgumentError(message);
+    case ENXIO:
+      return absl::FailedPreconditionError(message);
     case ENOENT:
     case ENOTDIR:
       return absl::NotFoundError(message);
@@ -392,6 +661,25 @@ absl::Status ErrnoToStatus(absl::string_view op, absl::string_view path,
 Env* Env::Default() {
   static Env* env = new PosixEnv();
   return env;
+}
+
+absl::StatusOr<std::unique_ptr<Env>> NewConfinedEnv(
+    const std::string& root, const ConfinedEnvOptions& options) {
+  char* resolved = realpath(root.c_str(), nullptr);
+  if (resolved == nullptr) return ErrnoStatus("open", root, errno);
+  std::string canonical = resolved;
+  free(resolved);
+  UniqueFd fd(
+      open(canonical.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOTDIR) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(root, " is not a directory"));
+    }
+    return ErrnoStatus("open", canonical, errno);
+  }
+  return std::make_unique<PosixEnv>(std::move(canonical), std::move(fd),
+                                    options.use_openat2);
 }
 
 std::string JoinPath(absl::string_view dir, absl::string_view name) {
@@ -423,6 +711,7 @@ absl::Status RemoveTree(Env* env, const std::string& path) {
 
 absl::Status CopyFile(Env* env, const std::string& from,
                       const std::string& to) {
+  RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(from));
   RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> src,
                         env->NewRandomAccessFile(from));
   RBLN_ASSIGN_OR_RETURN(uint64_t size, src->Size());
@@ -430,7 +719,8 @@ absl::Status CopyFile(Env* env, const std::string& from,
                         env->NewWritableFile(to));
   RBLN_RETURN_IF_ERROR(dst->CopyRangeFrom(*src, 0, size, 0));
   RBLN_RETURN_IF_ERROR(dst->Sync());
-  return dst->Close();
+  RBLN_RETURN_IF_ERROR(dst->Close());
+  return env->SetOwnership(to, FileOwnership::Of(st));
 }
 
 }  // namespace rbln

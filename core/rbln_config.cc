@@ -16,10 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
+#include "core/text.h"
 
 namespace rbln {
 namespace {
@@ -31,6 +33,11 @@ constexpr unsigned kParseFlags =
     rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNanAndInfFlag;
 
 constexpr char kNumBlocksKey[] = "kvcache_num_blocks";
+
+// Objects and arrays inside one another. Real configs nest 4 or 5 deep; the
+// bound keeps a hostile file's nesting from costing memory or time, and the
+// parser is iterative so that no depth can reach the stack.
+constexpr size_t kMaxJsonDepth = 64;
 
 // A getter reads one JSON value as a T; `field` names it in messages.
 template <typename T>
@@ -259,7 +266,67 @@ absl::StatusOr<std::optional<T>> ResolveSetting(
   return Agree(nested, path, get);
 }
 
-// Parses `json` into `doc`, which must hold an object.
+// "(offset N, line L, column C)" of byte `offset` of `json`.
+std::string Position(absl::string_view json, size_t offset) {
+  absl::string_view before = json.substr(0, offset);
+  size_t line = 1 + std::count(before.begin(), before.end(), '\n');
+  size_t line_start = before.rfind('\n');
+  size_t column =
+      offset - (line_start == absl::string_view::npos ? 0 : line_start + 1) + 1;
+  return absl::StrCat("(offset ", offset, ", line ", line, ", column ", column,
+                      ")");
+}
+
+// A first pass over untrusted JSON that builds nothing: it bounds the
+// nesting depth and refuses a key repeated within one object, which Python's
+// json (what optimum-rbln and vLLM read the file with) would resolve to its
+// last value while a reader keeping the first would see another config.
+class StructureCheck
+    : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, StructureCheck> {
+ public:
+  bool StartObject() {
+    keys_.emplace_back();
+    return Enter();
+  }
+  bool EndObject(rapidjson::SizeType) {
+    keys_.pop_back();
+    --depth_;
+    return true;
+  }
+  bool StartArray() { return Enter(); }
+  bool EndArray(rapidjson::SizeType) {
+    --depth_;
+    return true;
+  }
+  bool Key(const char* s, rapidjson::SizeType n, bool /*copy*/) {
+    if (keys_.back().emplace(s, n).second) return true;
+    duplicate_key_ = std::string(s, n);
+    return false;
+  }
+  bool Default() { return true; }
+
+  bool too_deep() const { return depth_ > kMaxJsonDepth; }
+  const std::optional<std::string>& duplicate_key() const {
+    return duplicate_key_;
+  }
+
+ private:
+  bool Enter() { return ++depth_ <= kMaxJsonDepth; }
+
+  size_t depth_ = 0;
+  std::vector<absl::flat_hash_set<std::string>> keys_;
+  std::optional<std::string> duplicate_key_;
+};
+
+absl::Status JsonSyntaxError(absl::string_view json, absl::string_view path,
+                             rapidjson::ParseErrorCode code, size_t offset) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": not valid JSON: ", rapidjson::GetParseError_En(code), " ",
+      Position(json, offset)));
+}
+
+// Parses `json` into `doc`, which must hold an object. Iterative (the
+// parser's stack is on the heap), after StructureCheck.
 absl::Status ParseJsonObject(absl::string_view json, absl::string_view path,
                              rapidjson::Document* doc) {
   // RapidJSON's input streams read NUL as end of input.
@@ -267,19 +334,34 @@ absl::Status ParseJsonObject(absl::string_view json, absl::string_view path,
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": not valid JSON: NUL byte at offset ", nul));
   }
-  doc->Parse<kParseFlags>(json.data(), json.size());
+  {
+    StructureCheck check;
+    rapidjson::Reader reader;
+    rapidjson::MemoryStream in(json.data(), json.size());
+    rapidjson::ParseResult result =
+        reader.Parse<kParseFlags | rapidjson::kParseIterativeFlag>(in, check);
+    if (check.too_deep()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": JSON nests deeper than ", kMaxJsonDepth,
+                       " levels ", Position(json, result.Offset()),
+                       "; an rbln_config.json nests a few levels at most"));
+    }
+    if (check.duplicate_key().has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": key \"", Echo(*check.duplicate_key()),
+          "\" appears twice in one object ", Position(json, result.Offset()),
+          "; readers disagree on which value counts (Python keeps the last), "
+          "so remove one"));
+    }
+    if (result.IsError()) {
+      return JsonSyntaxError(json, path, result.Code(), result.Offset());
+    }
+  }
+  doc->Parse<kParseFlags | rapidjson::kParseIterativeFlag>(json.data(),
+                                                           json.size());
   if (doc->HasParseError()) {
-    size_t offset = doc->GetErrorOffset();
-    absl::string_view before = json.substr(0, offset);
-    size_t line = 1 + std::count(before.begin(), before.end(), '\n');
-    size_t line_start = before.rfind('\n');
-    size_t column =
-        offset - (line_start == absl::string_view::npos ? 0 : line_start + 1) +
-        1;
-    return absl::InvalidArgumentError(absl::StrCat(
-        path,
-        ": not valid JSON: ", rapidjson::GetParseError_En(doc->GetParseError()),
-        " (offset ", offset, ", line ", line, ", column ", column, ")"));
+    return JsonSyntaxError(json, path, doc->GetParseError(),
+                           doc->GetErrorOffset());
   }
   if (!doc->IsObject()) {
     return absl::InvalidArgumentError(
@@ -498,6 +580,12 @@ absl::StatusOr<RblnConfig> ParseRblnConfig(absl::string_view json,
   RBLN_ASSIGN_OR_RETURN(
       config.kvcache_num_blocks,
       GetRequired(root, "", kNumBlocksKey, path, GetPositiveInteger));
+  if (config.kvcache_num_blocks > kMaxNumBlocks) {
+    return FieldError(
+        kNumBlocksKey, path,
+        absl::StrCat(config.kvcache_num_blocks, " is above the hard limit of ",
+                     kMaxNumBlocks, " (2^31 - 1) blocks"));
+  }
   RBLN_ASSIGN_OR_RETURN(
       config.max_seq_len,
       GetRequired(root, "", "max_seq_len", path, GetPositiveInteger));
@@ -590,8 +678,8 @@ absl::StatusOr<std::string> RewriteKvcacheNumBlocks(absl::string_view json,
   rapidjson::Reader reader;
   rapidjson::MemoryStream in(json.data(), json.size());
   rapidjson::ParseResult result =
-      reader.Parse<kParseFlags | rapidjson::kParseNumbersAsStringsFlag>(
-          in, rewriter);
+      reader.Parse<kParseFlags | rapidjson::kParseIterativeFlag |
+                   rapidjson::kParseNumbersAsStringsFlag>(in, rewriter);
   if (result.IsError() || !writer.IsComplete()) {
     // The same text parsed above with the same flags.
     return absl::InternalError(

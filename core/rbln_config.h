@@ -20,6 +20,12 @@ namespace rbln {
 
 inline constexpr char kRblnConfigFileName[] = "rbln_config.json";
 
+// The hard upper bound on kvcache_num_blocks, in requests and in
+// rbln_config.json: 2^31 - 1, the largest count a runtime holding it in a
+// signed 32-bit integer can take. Real counts are in the thousands; a larger
+// one is refused before any byte count is computed from it.
+inline constexpr uint64_t kMaxNumBlocks = (uint64_t{1} << 31) - 1;
+
 // One entry of `kvcache_metas`.
 struct KvcacheMeta {
   std::string name;
@@ -52,16 +58,17 @@ struct RblnConfig {
 // Parses rbln_config.json text. `path` is used only in messages.
 //
 // Errors (each naming the field and `path`):
-//  * not JSON / not an object: INVALID_ARGUMENT with RapidJSON's reason and
-//    offset;
+//  * not JSON / not an object, nested deeper than 64 levels, or a key twice
+//    in one object: INVALID_ARGUMENT with the reason and offset (parsing is
+//    iterative: no input reaches the stack);
 //  * a legacy config (top-level `_meta`): FAILED_PRECONDITION, recompile;
 //  * a multimodal config whose decoder lives under a submodule key (an object
 //    member holding `kvcache_num_blocks`, e.g. `language_model`) while the top
 //    level has none: UNIMPLEMENTED naming the submodule;
 //  * a needed field missing or of the wrong type or out of range:
 //    FAILED_PRECONDITION ("field 'max_seq_len' in /x/rbln_config.json: ...").
-// Needed: kvcache_num_blocks (>= 1), max_seq_len, batch_size (>= 1), and
-// kvcache_block_size or, when absent and attn_impl is flash_attn,
+// Needed: kvcache_num_blocks (1 ..= kMaxNumBlocks), max_seq_len, batch_size (>=
+// 1), and kvcache_block_size or, when absent and attn_impl is flash_attn,
 // kvcache_partition_len; max_seq_len must be a multiple of the block size.
 // attn_impl: "eager" or "flash_attn"; when absent or null it is flash_attn
 // if kvcache_partition_len is set, else eager.

@@ -12,6 +12,12 @@
 namespace rbln {
 namespace {
 
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  return a > std::numeric_limits<uint64_t>::max() - b
+             ? std::numeric_limits<uint64_t>::max()
+             : a + b;
+}
+
 std::string HumanBytes(uint64_t bytes) {
   return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
 }
@@ -26,6 +32,7 @@ absl::Status CopyCompanion(Env* env, const std::string& from_dir,
   RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(from));
   switch (st.type) {
     case FileType::kRegular:
+      // A hard link keeps the owner and mode with the inode.
       if (link && env->Link(from, to).ok()) return absl::OkStatus();
       return CopyFile(env, from, to);
     case FileType::kDirectory: {
@@ -34,6 +41,7 @@ absl::Status CopyCompanion(Env* env, const std::string& from_dir,
       for (const DirEntry& entry : entries) {
         RBLN_RETURN_IF_ERROR(CopyCompanion(env, from, to, entry.name, link));
       }
+      RBLN_RETURN_IF_ERROR(env->SetOwnership(to, FileOwnership::Of(st)));
       return env->SyncDir(to);
     }
     default:
@@ -90,6 +98,24 @@ absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
         "); choose at least ", min_blocks));
   }
 
+  if (target > kMaxNumBlocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kvcache_num_blocks ", target, " is too many: above the hard limit of ",
+        kMaxNumBlocks, " (2^31 - 1) blocks; choose a smaller count"));
+  }
+  // Every byte count that follows must fit: a bucket's total (its other
+  // allocations and the KV cache) is reported as a signed 64-bit headroom.
+  const MemoryModel model = BuildMemoryModel(artifact);
+  for (const MemoryBucket& bucket : model.buckets) {
+    if (SaturatingAdd(bucket.other_bytes, bucket.KvBytes(target)) >
+        static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kvcache_num_blocks ", target, " is too many: the memory of node ",
+          bucket.node, " chiplet ", bucket.chiplet,
+          " would exceed 2^63 bytes; choose a smaller count"));
+    }
+  }
+
   ResizePlan plan;
   plan.current_num_blocks = artifact.current_num_blocks();
   plan.target_num_blocks = target;
@@ -118,7 +144,6 @@ absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
         "extra blocks only cost memory"));
   }
   if (artifact.chiplets_per_node() == device.chiplets_per_node) {
-    const MemoryModel model = BuildMemoryModel(artifact);
     const uint64_t available = device.AvailablePerChiplet();
     if (!Fits(model, available, target)) {
       for (const BucketFit& b : DescribeBuckets(model, available, target)) {
@@ -126,9 +151,10 @@ absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
         plan.warnings.push_back(absl::StrCat(
             "kvcache_num_blocks ", target, " does not fit the ", device.family,
             " device: node ", b.node, " chiplet ", b.chiplet, " needs ",
-            HumanBytes(b.other_bytes + b.kv_bytes), " (other allocations ",
-            HumanBytes(b.other_bytes), " + KV cache ", HumanBytes(b.kv_bytes),
-            ") of ", HumanBytes(available), " available"));
+            HumanBytes(SaturatingAdd(b.other_bytes, b.kv_bytes)),
+            " (other allocations ", HumanBytes(b.other_bytes), " + KV cache ",
+            HumanBytes(b.kv_bytes), ") of ", HumanBytes(available),
+            " available"));
         break;
       }
     }
@@ -182,26 +208,38 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
                      "gone); nothing was changed")
                : absl::OkStatus();
   };
+  // Every file written gets the owner and mode of the one it replaces.
+  auto keep_ownership = [env](const std::string& from, const std::string& to) {
+    RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(from));
+    return env->SetOwnership(to, FileOwnership::Of(st));
+  };
   for (size_t i = 0; i < containers.size(); ++i) {
     RBLN_RETURN_IF_ERROR(check_cancelled());
+    const std::string from = JoinPath(artifact.dir(), containers[i].file_name);
+    const std::string to = JoinPath(out_dir, containers[i].file_name);
     RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> src,
-                          env->NewRandomAccessFile(JoinPath(
-                              artifact.dir(), containers[i].file_name)));
-    RBLN_ASSIGN_OR_RETURN(
-        std::unique_ptr<WritableFile> out,
-        env->NewWritableFile(JoinPath(out_dir, containers[i].file_name)));
+                          env->NewRandomAccessFile(from));
+    RBLN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out,
+                          env->NewWritableFile(to));
     RBLN_RETURN_IF_ERROR(WriteContainerWithHeader(*src, containers[i].container,
                                                   plan.new_headers[i], *out,
                                                   options.on_copied));
     RBLN_RETURN_IF_ERROR(out->Sync());
     RBLN_RETURN_IF_ERROR(out->Close());
+    RBLN_RETURN_IF_ERROR(keep_ownership(from, to));
   }
-  RBLN_RETURN_IF_ERROR(WriteStringToNewFile(
-      env, JoinPath(out_dir, kRblnConfigFileName), plan.new_config_text));
+  const std::string config_to = JoinPath(out_dir, kRblnConfigFileName);
+  RBLN_RETURN_IF_ERROR(
+      WriteStringToNewFile(env, config_to, plan.new_config_text));
+  RBLN_RETURN_IF_ERROR(
+      keep_ownership(JoinPath(artifact.dir(), kRblnConfigFileName), config_to));
   for (const std::string& name : artifact.companion_files()) {
+    RBLN_RETURN_IF_ERROR(check_cancelled());
     RBLN_RETURN_IF_ERROR(CopyCompanion(env, artifact.dir(), out_dir, name,
                                        options.link_companions));
   }
+  // Last, as the directory's own mode may not let anyone add to it.
+  RBLN_RETURN_IF_ERROR(keep_ownership(artifact.dir(), out_dir));
   RBLN_RETURN_IF_ERROR(env->SyncDir(out_dir));
   return check_cancelled();
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <random>
 #include <utility>
@@ -16,8 +17,12 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/artifact_name.h"
 #include "core/rescale.h"
 #include "core/status_macros.h"
+#include "core/text.h"
 #include "spdlog/spdlog.h"
 #include "xxhash.h"
 
@@ -26,8 +31,8 @@ namespace {
 
 constexpr absl::string_view kStagingInfix = ".staging-";
 constexpr size_t kStagingRandomDigits = 16;
-// NAME_MAX (255) less the staging decoration (1 + 9 + 16 bytes).
-constexpr size_t kMaxNameComponentBytes = 200;
+// How often a writer waiting for a lock looks whether it was cancelled.
+constexpr absl::Duration kLockPollInterval = absl::Milliseconds(20);
 
 std::string Dirname(absl::string_view path) {
   const size_t slash = path.rfind('/');
@@ -73,15 +78,19 @@ void RemoveStaging(Env* env, const std::string& path) {
     spdlog::warn(
         "could not remove staging directory {}: {}; it is removed "
         "when the store is next opened",
-        path, status.ToString());
+        LogValue(path), LogValue(status.ToString()));
   }
 }
 
+bool IsCancelled(const std::function<bool()>& is_cancelled) {
+  return is_cancelled && is_cancelled();
+}
+
 absl::Status CheckCancelled(const WriteRequest& request) {
-  if (request.is_cancelled && request.is_cancelled()) {
+  if (IsCancelled(request.is_cancelled)) {
     return absl::CancelledError(
-        "the write was cancelled (deadline passed or caller gone) before it "
-        "began; nothing was changed");
+        "the write was cancelled (deadline passed, caller gone or daemon "
+        "stopping) before it began; nothing was changed");
   }
   return absl::OkStatus();
 }
@@ -118,54 +127,127 @@ std::optional<std::string> StagedArtifactName(absl::string_view entry) {
 }
 
 struct ArtifactStore::LockEntry {
-  // Held by a writer for its whole transaction.
-  absl::Mutex writer;
+  // Held (writing == true) by a writer for its whole transaction; a flag
+  // rather than a mutex so that a waiting writer can give up when cancelled.
+  absl::Mutex mu;
+  bool writing ABSL_GUARDED_BY(mu) = false;
   // Shared by readers; exclusive only for the instant of an exchange.
   absl::Mutex rw;
 };
 
-// The in-process writer mutexes and cross-process flocks of one write's
+// An artifact's cross-process flock. The lock file exists only while a lock
+// is held: it is removed before the flock is released, and Env::LockFile
+// takes a lock only on the file still linked at its name (the protocol in
+// docs/commit-protocol.md).
+class ArtifactStore::ArtifactLock {
+ public:
+  // UNAVAILABLE when another process holds the lock and `wait` is false, or
+  // CANCELLED when `is_cancelled` says so while waiting for it.
+  static absl::StatusOr<std::unique_ptr<ArtifactLock>> Acquire(
+      ArtifactStore* store, const std::string& name, bool wait,
+      const std::function<bool()>& is_cancelled) {
+    const std::string path = store->LockFilePath(name);
+    while (true) {
+      absl::StatusOr<std::unique_ptr<FileLock>> flock =
+          store->env_->LockFile(path, /*exclusive=*/true, /*wait=*/false);
+      if (flock.ok()) {
+        return std::unique_ptr<ArtifactLock>(
+            new ArtifactLock(store->env_, path, *std::move(flock)));
+      }
+      // Only a conflicting lock means another process; an I/O error or a
+      // full disk creating the lock file is reported as what it is.
+      if (!absl::IsUnavailable(flock.status())) return flock.status();
+      if (!wait) {
+        return absl::UnavailableError(absl::StrCat(
+            "artifact ", Echo(name),
+            " is being changed by another process (a maintenance tool?); "
+            "try again later"));
+      }
+      if (IsCancelled(is_cancelled)) {
+        return absl::CancelledError(absl::StrCat(
+            "the write was cancelled while artifact ", Echo(name),
+            " was locked by another process; nothing was changed"));
+      }
+      absl::SleepFor(kLockPollInterval);
+    }
+  }
+
+  ~ArtifactLock() {
+    absl::Status removed = env_->RemoveFile(path_);
+    if (!removed.ok() && !absl::IsNotFound(removed)) {
+      spdlog::debug("could not remove lock file {}: {}", LogValue(path_),
+                    LogValue(removed.message()));
+    }
+    lock_.reset();  // unlocks, after the removal
+  }
+
+ private:
+  ArtifactLock(Env* env, std::string path, std::unique_ptr<FileLock> lock)
+      : env_(env), path_(std::move(path)), lock_(std::move(lock)) {}
+
+  Env* const env_;
+  const std::string path_;
+  std::unique_ptr<FileLock> lock_;
+};
+
+// The in-process writer flags and cross-process locks of one write's
 // artifacts, taken in name order so that two writers never deadlock.
 class ArtifactStore::WriterLease {
  public:
   static absl::StatusOr<std::unique_ptr<WriterLease>> Acquire(
-      ArtifactStore* store, std::vector<std::string> names) {
+      ArtifactStore* store, std::vector<std::string> names,
+      const std::function<bool()>& is_cancelled) {
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
     auto lease = std::unique_ptr<WriterLease>(new WriterLease());
     for (const std::string& name : names) {
       std::shared_ptr<LockEntry> entry = store->Entry(name);
-      entry->writer.Lock();
+      RBLN_RETURN_IF_ERROR(BeginWriting(*entry, name, is_cancelled));
       lease->entries_.push_back(std::move(entry));
-      absl::StatusOr<std::unique_ptr<FileLock>> flock =
-          store->env_->LockFile(store->LockFilePath(name), /*exclusive=*/true,
-                                store->options_.wait_for_artifact_locks);
-      // Only a conflicting lock means another process; an I/O error or a
-      // full disk creating the lock file is reported as what it is.
-      if (absl::IsUnavailable(flock.status())) {
-        return absl::UnavailableError(absl::StrCat(
-            "artifact ", name,
-            " is being changed by another process (a maintenance tool?); "
-            "try again later: ",
-            flock.status().message()));
-      }
-      RBLN_RETURN_IF_ERROR(flock.status());
-      lease->flocks_.push_back(*std::move(flock));
+      RBLN_ASSIGN_OR_RETURN(
+          std::unique_ptr<ArtifactLock> lock,
+          ArtifactLock::Acquire(store, name,
+                                store->options_.wait_for_artifact_locks,
+                                is_cancelled));
+      lease->locks_.push_back(std::move(lock));
     }
     return lease;
   }
 
   ~WriterLease() {
-    flocks_.clear();
+    locks_.clear();
     for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
-      (*it)->writer.Unlock();
+      absl::MutexLock lock(&(*it)->mu);
+      (*it)->writing = false;
     }
   }
 
  private:
   WriterLease() = default;
+
+  static absl::Status BeginWriting(LockEntry& entry, const std::string& name,
+                                   const std::function<bool()>& is_cancelled) {
+    auto idle = [&entry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(entry.mu) {
+      return !entry.writing;
+    };
+    while (true) {
+      entry.mu.LockWhenWithTimeout(absl::Condition(&idle), kLockPollInterval);
+      if (!entry.writing) {
+        entry.writing = true;
+        entry.mu.Unlock();
+        return absl::OkStatus();
+      }
+      entry.mu.Unlock();
+      if (IsCancelled(is_cancelled)) {
+        return absl::CancelledError(absl::StrCat(
+            "the write was cancelled while waiting for another write of ",
+            Echo(name), " to finish; nothing was changed"));
+      }
+    }
+  }
+
   std::vector<std::shared_ptr<LockEntry>> entries_;
-  std::vector<std::unique_ptr<FileLock>> flocks_;
+  std::vector<std::unique_ptr<ArtifactLock>> locks_;
 };
 
 ArtifactStore::ArtifactStore(Env* env, std::string root, StoreOptions options)
@@ -177,6 +259,20 @@ ArtifactStore::ArtifactStore(Env* env, std::string root, StoreOptions options)
 ArtifactStore::~ArtifactStore() = default;
 
 absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(
+    const std::string& root, StoreOptions options) {
+  absl::StatusOr<std::unique_ptr<Env>> env = NewConfinedEnv(root);
+  if (absl::IsNotFound(env.status())) {
+    return absl::NotFoundError(
+        absl::StrCat("artifact store ", root, " does not exist"));
+  }
+  RBLN_RETURN_IF_ERROR(env.status());
+  RBLN_ASSIGN_OR_RETURN(std::unique_ptr<ArtifactStore> store,
+                        Open(env->get(), root, std::move(options)));
+  store->owned_env_ = *std::move(env);
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(
     Env* env, const std::string& root, StoreOptions options) {
   char* resolved = realpath(root.c_str(), nullptr);
   if (resolved == nullptr) {
@@ -185,6 +281,13 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(
   }
   std::string canonical_root = resolved;
   free(resolved);
+  if (env->ConfinedRoot() != canonical_root) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the artifact store ", canonical_root,
+        " must be opened with an Env confined to it (NewConfinedEnv); this "
+        "one is confined to '",
+        env->ConfinedRoot(), "'"));
+  }
   RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(canonical_root));
   if (st.type != FileType::kDirectory) {
     return absl::FailedPreconditionError(
@@ -235,13 +338,13 @@ absl::Status ArtifactStore::RemoveDebris(const std::string& rel_dir) {
           rel_dir.empty() ? *owner : JoinPath(rel_dir, *owner);
       // A staging directory whose artifact is locked belongs to a live
       // writer in another process: not debris.
-      absl::StatusOr<std::unique_ptr<FileLock>> busy =
-          env_->LockFile(LockFilePath(artifact), true, /*wait=*/false);
+      absl::StatusOr<std::unique_ptr<ArtifactLock>> busy =
+          ArtifactLock::Acquire(this, artifact, /*wait=*/false, nullptr);
       if (!busy.ok()) continue;
       spdlog::warn(
           "recovery: removing staging directory {} left by an "
           "interrupted commit of {}",
-          PathOf(rel), artifact);
+          LogValue(PathOf(rel)), LogValue(artifact));
       RemoveStaging(env_, PathOf(rel));
       recovered_.push_back(rel);
       continue;
@@ -255,69 +358,7 @@ absl::Status ArtifactStore::RemoveDebris(const std::string& rel_dir) {
 
 absl::StatusOr<std::string> ArtifactStore::CanonicalName(
     absl::string_view name) const {
-  if (name.find('\0') != absl::string_view::npos) {
-    return absl::InvalidArgumentError("artifact name contains a NUL byte");
-  }
-  if (name.empty()) {
-    return absl::InvalidArgumentError(
-        "no artifact named: give a directory inside the store");
-  }
-  absl::string_view rel = name;
-  if (absl::StartsWith(name, "/")) {
-    // The root as resolved, or as it was given (it may pass through a
-    // symbolic link above the store, e.g. /srv -> /data/srv).
-    absl::string_view root;
-    if (IsWithin(name, root_)) {
-      root = root_;
-    } else if (!given_root_.empty() && IsWithin(name, given_root_)) {
-      root = given_root_;
-    } else {
-      return absl::PermissionDeniedError(absl::StrCat(
-          name, " is outside the artifact store ", root_,
-          "; only artifacts inside the store can be read or changed"));
-    }
-    rel = name.substr(root.size());
-  }
-  std::vector<std::string> parts;
-  for (absl::string_view part : absl::StrSplit(rel, '/', absl::SkipEmpty())) {
-    if (part == ".") continue;
-    if (part == "..") {
-      return absl::PermissionDeniedError(
-          absl::StrCat("artifact name ", name,
-                       " contains '..'; name a directory inside the store"));
-    }
-    if (absl::StartsWith(part, ".")) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "artifact name ", name, " has a hidden component '", part,
-          "'; names starting with '.' are reserved for the daemon"));
-    }
-    if (part.size() > kMaxNameComponentBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "artifact name ", name, " has a component of ", part.size(),
-          " bytes; each directory name may have at most ",
-          kMaxNameComponentBytes, " (room is needed for staging names)"));
-    }
-    parts.emplace_back(part);
-  }
-  if (parts.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " is the store root, not an artifact inside it"));
-  }
-  // Symbolic links could escape the store or give one artifact two names
-  // (and so two locks): refuse them anywhere on the path.
-  std::string path = root_;
-  for (const std::string& part : parts) {
-    path = JoinPath(path, part);
-    RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> st, StatIfExists(env_, path));
-    if (!st.has_value()) break;  // the rest does not exist yet
-    if (st->type == FileType::kSymlink) {
-      return absl::PermissionDeniedError(
-          absl::StrCat(path,
-                       " is a symbolic link; name the artifact by its "
-                       "real path inside the store"));
-    }
-  }
-  return absl::StrJoin(parts, "/");
+  return CanonicalArtifactName(name, root_, given_root_);
 }
 
 std::string ArtifactStore::PathOf(absl::string_view canonical_name) const {
@@ -446,15 +487,52 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   if (request.dry_run) {
     // A consistent snapshot is enough: no writer lease, so a dry run never
     // waits behind a long copy.
-    RBLN_ASSIGN_OR_RETURN(Artifact artifact, Read(name));
+    RBLN_ASSIGN_OR_RETURN(Artifact artifact,
+                          Read(name, {.verify_payload = request.verify}));
     WriteResult result;
     RBLN_RETURN_IF_ERROR(
         Plan(request, name, output_name, artifact, &result).status());
     return result;
   }
-  RBLN_ASSIGN_OR_RETURN(std::unique_ptr<WriterLease> lease,
-                        WriterLease::Acquire(this, lock_names));
+  // Lock files are made only for an artifact that exists and an output
+  // directory that can be created: a name that resolves to nothing leaves
+  // no trace in the state directory.
+  RBLN_ASSIGN_OR_RETURN(const bool is_artifact,
+                        IsArtifactDir(env_, PathOf(name)));
+  if (!is_artifact) {
+    // Artifact::Open says precisely what is missing.
+    return Artifact::Open(env_, PathOf(name)).status();
+  }
+  if (!output_name.empty()) {
+    RBLN_RETURN_IF_ERROR(CheckOutput(output_name, request.replace).status());
+  }
+  RBLN_ASSIGN_OR_RETURN(
+      std::unique_ptr<WriterLease> lease,
+      WriterLease::Acquire(this, lock_names, request.is_cancelled));
   return WriteLocked(request, name, output_name);
+}
+
+absl::Status ArtifactStore::VerifyBeforeCopy(const Artifact& artifact,
+                                             bool requested) {
+  uint64_t payload = 0;
+  for (const ContainerFile& file : artifact.containers()) {
+    payload += file.container.preamble.payload_length;
+  }
+  if (!requested && payload > kCheapVerifyBytes) return absl::OkStatus();
+  for (const ContainerFile& file : artifact.containers()) {
+    const std::string path = JoinPath(artifact.dir(), file.file_name);
+    RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> in,
+                          env_->NewRandomAccessFile(path));
+    absl::Status status = VerifyPayload(*in, file.container);
+    if (absl::IsDataLoss(status)) {
+      return absl::DataLossError(absl::StrCat(
+          status.message(),
+          "; the artifact is corrupt and was not copied (nothing was "
+          "changed): restore it from its source or recompile"));
+    }
+    RBLN_RETURN_IF_ERROR(status);
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ResizePlan> ArtifactStore::Plan(const WriteRequest& request,
@@ -504,6 +582,9 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
   WriteResult result;
   RBLN_ASSIGN_OR_RETURN(ResizePlan plan,
                         Plan(request, name, output_name, artifact, &result));
+  if (!(output_name.empty() && plan.is_no_op())) {
+    RBLN_RETURN_IF_ERROR(VerifyBeforeCopy(artifact, request.verify));
+  }
 
   WriteResizedOptions write_options;
   write_options.is_cancelled = request.is_cancelled;
@@ -609,6 +690,9 @@ absl::StatusOr<bool> ArtifactStore::CheckOutput(const std::string& output_name,
   const std::string parent = Dirname(dest);
   RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> parent_st,
                         StatIfExists(env_, parent));
+  if (parent_st.has_value() && parent_st->type == FileType::kSymlink) {
+    return ErrnoToStatus("open", parent, ELOOP);
+  }
   if (!parent_st.has_value() || parent_st->type != FileType::kDirectory) {
     return absl::NotFoundError(
         absl::StrCat("the parent of output directory ", output_name,
@@ -617,6 +701,9 @@ absl::StatusOr<bool> ArtifactStore::CheckOutput(const std::string& output_name,
   RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> dest_st,
                         StatIfExists(env_, dest));
   if (!dest_st.has_value()) return false;
+  if (dest_st->type == FileType::kSymlink) {
+    return ErrnoToStatus("open", dest, ELOOP);
+  }
   if (!replace) {
     return absl::AlreadyExistsError(absl::StrCat(
         "output directory ", output_name,

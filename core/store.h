@@ -19,9 +19,17 @@
 //   artifacts never wait for each other.
 //
 // Names: an artifact is named by its path relative to the store root ("a",
-// "team/llama") or by an absolute path inside the store. Names with "..",
-// components starting with '.', NUL bytes, or symbolic links anywhere on the
-// path are refused (PERMISSION_DENIED for anything that leaves the store).
+// "team/llama") or by an absolute path inside the store, canonicalised by
+// CanonicalArtifactName (core/artifact_name.h). Every file-system call goes
+// through an Env confined to the root (core/env.h), so a symbolic link
+// anywhere on the path, or swapped in while a write runs, fails the call
+// (PERMISSION_DENIED) and nothing outside the root is read or written.
+//
+// Lock files: a writer's cross-process flock is on a file in the state
+// directory that exists only while the write holds it (created for an
+// existing artifact or an output directory about to be created, removed
+// before unlocking; see docs/commit-protocol.md), so the state directory
+// stays bounded whatever names callers send.
 //
 // Thread-safe: all methods may be called concurrently.
 #ifndef RBLN_CORE_STORE_H_
@@ -59,9 +67,16 @@ using DeviceResolver =
 struct StoreOptions {
   DeviceResolver device_resolver;  // empty: the spec table
   // Wait for a conflicting cross-process artifact lock (a maintenance tool)
-  // instead of failing with UNAVAILABLE.
+  // instead of failing with UNAVAILABLE. The wait ends when the write is
+  // cancelled.
   bool wait_for_artifact_locks = true;
 };
+
+// Below this many payload bytes in all, a write checks every payload
+// segment's checksum even when not asked to (it reads the bytes once more,
+// which costs little at that size); larger payloads are cloned by the
+// kernel unread unless WriteRequest::verify is set.
+inline constexpr uint64_t kCheapVerifyBytes = uint64_t{64} << 20;
 
 struct WriteRequest {
   std::string name;
@@ -74,11 +89,15 @@ struct WriteRequest {
   bool dry_run = false;  // plan and report; write nothing
   // Compare-and-set: ABORTED unless the current count is this.
   std::optional<uint64_t> expected_current;
+  // Check every payload segment's checksum before copying it (DATA_LOSS on
+  // a mismatch), whatever the payload's size (see kCheapVerifyBytes).
+  bool verify = false;
   // Called from the writing thread as payload bytes are copied.
   std::function<void(uint64_t done, uint64_t total)> progress;
-  // Polled once the locks are held and again just before the commit point;
-  // when it returns true the write stops with CANCELLED, changing nothing
-  // (e.g. the caller's deadline passed while waiting for a lock).
+  // Polled while waiting for a lock, once the locks are held, between files
+  // and just before the commit point; when it returns true the write stops
+  // with CANCELLED, changing nothing (the caller's deadline passed, or the
+  // daemon is shutting down).
   std::function<bool()> is_cancelled;
 };
 
@@ -98,8 +117,13 @@ class ArtifactStore {
   // Opens the store at `root` (an existing directory): takes the store LOCK
   // (FAILED_PRECONDITION naming the holder's pid when another process has
   // it), then removes staging debris under the root (see recovered()).
+  // `env` must be confined to the root (NewConfinedEnv, or a wrapper of
+  // one): FAILED_PRECONDITION otherwise.
   static absl::StatusOr<std::unique_ptr<ArtifactStore>> Open(
       Env* env, const std::string& root, StoreOptions options = {});
+  // The same with an Env of its own, confined to `root`.
+  static absl::StatusOr<std::unique_ptr<ArtifactStore>> Open(
+      const std::string& root, StoreOptions options = {});
   ~ArtifactStore();
 
   ArtifactStore(const ArtifactStore&) = delete;
@@ -130,6 +154,7 @@ class ArtifactStore {
 
  private:
   struct LockEntry;
+  class ArtifactLock;
   class WriterLease;
 
   ArtifactStore(Env* env, std::string root, StoreOptions options);
@@ -145,6 +170,9 @@ class ArtifactStore {
                                   const std::string& output_name,
                                   const Artifact& artifact,
                                   WriteResult* result);
+  // Checks the payload checksums of `artifact` before a write copies it:
+  // always when `requested`, else when that is cheap (kCheapVerifyBytes).
+  absl::Status VerifyBeforeCopy(const Artifact& artifact, bool requested);
   absl::StatusOr<WriteResult> WriteLocked(const WriteRequest& request,
                                           const std::string& name,
                                           const std::string& output_name);
@@ -170,6 +198,7 @@ class ArtifactStore {
                               std::vector<std::string>* warnings);
   absl::Status Exchange(const std::string& name, const std::string& staging);
 
+  std::unique_ptr<Env> owned_env_;  // when opened without an Env
   Env* const env_;
   const std::string root_;  // resolved (realpath)
   std::string given_root_;  // as given, when it differs

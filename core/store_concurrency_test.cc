@@ -119,9 +119,11 @@ class StoreConcurrencyTest : public ::testing::Test {
     }
   }
 
-  absl::Status OpenStore(Env* env) {
+  // `env`: nullptr for the store's own (confined) Env.
+  absl::Status OpenStore(Env* env = nullptr) {
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-        ArtifactStore::Open(env, tmp_.path());
+        env == nullptr ? ArtifactStore::Open(tmp_.path())
+                       : ArtifactStore::Open(env, tmp_.path());
     if (!store.ok()) return store.status();
     store_ = *std::move(store);
     return absl::OkStatus();
@@ -134,7 +136,7 @@ class StoreConcurrencyTest : public ::testing::Test {
 };
 
 TEST_F(StoreConcurrencyTest, RandomReadersAndWritersFormOneChainPerArtifact) {
-  ASSERT_TRUE(OpenStore(env_).ok());
+  ASSERT_TRUE(OpenStore().ok());
   const size_t num_artifacts = names_.size();
 
   // Byte budgets that fit exactly m blocks (computed from the initial
@@ -356,7 +358,8 @@ class BlockingEnv : public EnvWrapper {
 
 TEST_F(StoreConcurrencyTest, AWriterOnOneArtifactDoesNotDelayAnother) {
   const std::string root = std::filesystem::canonical(tmp_.path()).string();
-  BlockingEnv env(env_, JoinPath(root, ".alpha.staging-"));
+  std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(root);
+  BlockingEnv env(confined.get(), JoinPath(root, ".alpha.staging-"));
   ASSERT_TRUE(OpenStore(&env).ok());
   Watchdog watchdog(absl::Seconds(120), "the isolation test");
 

@@ -150,7 +150,7 @@ class StoreTest : public ::testing::Test {
   void ReopenStore() {
     store_.reset();
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-        ArtifactStore::Open(env_, tmp_.path());
+        ArtifactStore::Open(tmp_.path());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     root_ = store_->root();
@@ -223,7 +223,7 @@ TEST_F(StoreTest, RecoveryRemovesOnlyStagingDebris) {
   ASSERT_TRUE(env_->CreateDir(debris).ok());
   ASSERT_TRUE(env_->CreateDir(tmp_.Join(".a.staging-notdebris")).ok());
   absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-      ArtifactStore::Open(env_, tmp_.path());
+      ArtifactStore::Open(tmp_.path());
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ((*store)->recovered().size(), 1u);
   EXPECT_FALSE(env_->Stat(debris).ok());
@@ -232,7 +232,7 @@ TEST_F(StoreTest, RecoveryRemovesOnlyStagingDebris) {
 
 TEST_F(StoreTest, SecondOpenFailsFastNamingThePid) {
   absl::StatusOr<std::unique_ptr<ArtifactStore>> second =
-      ArtifactStore::Open(env_, tmp_.path());
+      ArtifactStore::Open(tmp_.path());
   EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(second.status().message(),
               HasSubstr(absl::StrCat("pid ", getpid())));
@@ -346,8 +346,8 @@ TEST_F(StoreTest, RefusesSymlinkThatEscapesTheStore) {
   for (const std::string& name : {std::string("escape"), std::string("door/x"),
                                   Abs("escape"), std::string("door/new")}) {
     SCOPED_TRACE(name);
-    EXPECT_THAT(store_->CanonicalName(name),
-                StatusIs(absl::StatusCode::kPermissionDenied, "symbolic link"));
+    // Names are lexical; the link is refused where the file system is used.
+    EXPECT_TRUE(store_->CanonicalName(name).ok());
     EXPECT_THAT(store_->Read(name),
                 StatusIs(absl::StatusCode::kPermissionDenied, "symbolic link"));
   }
@@ -655,7 +655,7 @@ TEST_F(StoreTest, RecoveryKeepsStagingOfAnArtifactLockedElsewhere) {
 TEST_F(StoreTest, SecondOpenNamesTheLockAndWorksAfterTheFirstCloses) {
   const auto before = HashStore(tmp_.path());
   absl::StatusOr<std::unique_ptr<ArtifactStore>> second =
-      ArtifactStore::Open(env_, tmp_.path());
+      ArtifactStore::Open(tmp_.path());
   EXPECT_THAT(second, StatusIs(absl::StatusCode::kFailedPrecondition,
                                absl::StrCat("pid ", getpid())));
   EXPECT_THAT(second, StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -667,7 +667,7 @@ TEST_F(StoreTest, SecondOpenNamesTheLockAndWorksAfterTheFirstCloses) {
 
   const std::string root = Root();
   store_.reset();
-  second = ArtifactStore::Open(env_, tmp_.path());
+  second = ArtifactStore::Open(tmp_.path());
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ((*second)->root(), root);
   EXPECT_EQ(testing::ReadFileOrDie(
@@ -676,11 +676,11 @@ TEST_F(StoreTest, SecondOpenNamesTheLockAndWorksAfterTheFirstCloses) {
 }
 
 TEST_F(StoreTest, OpenRefusesMissingRootAndFiles) {
-  EXPECT_THAT(ArtifactStore::Open(env_, tmp_.Join("missing")),
+  EXPECT_THAT(ArtifactStore::Open(tmp_.Join("missing")),
               StatusIs(absl::StatusCode::kNotFound, "missing"));
   testing::WriteFileOrDie(tmp_.Join("file"), "x");
   EXPECT_THAT(
-      ArtifactStore::Open(env_, tmp_.Join("file")),
+      ArtifactStore::Open(tmp_.Join("file")),
       StatusIs(absl::StatusCode::kFailedPrecondition, "not a directory"));
 }
 
@@ -733,7 +733,7 @@ void WriteAll(int fd, absl::string_view data) {
 // and the message on `out_fd`.
 int OpenStoreInChild(const std::string& root, int out_fd) {
   absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-      ArtifactStore::Open(Env::Default(), root);
+      ArtifactStore::Open(root);
   WriteAll(out_fd, store.status().message());
   return static_cast<int>(store.status().code());
 }
@@ -780,7 +780,7 @@ TEST_F(StoreTest, OpenFailsWhileAnotherProcessHoldsTheStore) {
     close(ready[0]);
     close(release[1]);
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-        ArtifactStore::Open(Env::Default(), root);
+        ArtifactStore::Open(root);
     WriteAll(ready[1], store.ok() ? "ok" : "failed");
     close(ready[1]);
     char c;
@@ -802,7 +802,7 @@ TEST_F(StoreTest, OpenFailsWhileAnotherProcessHoldsTheStore) {
   EXPECT_EQ(reply, "ok");
 
   absl::StatusOr<std::unique_ptr<ArtifactStore>> mine =
-      ArtifactStore::Open(env_, root);
+      ArtifactStore::Open(root);
   EXPECT_THAT(mine, StatusIs(absl::StatusCode::kFailedPrecondition,
                              absl::StrCat("pid ", pid, ",")));
 
@@ -819,8 +819,8 @@ TEST_F(StoreTest, AnArtifactLockedByAnotherProcessIsUnavailable) {
   // Another process (a maintenance tool) holding the artifact's flock is
   // simulated by a second open file description on the same lock file.
   store_.reset();
-  absl::StatusOr<std::unique_ptr<ArtifactStore>> store = ArtifactStore::Open(
-      env_, tmp_.path(), {.wait_for_artifact_locks = false});
+  absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
+      ArtifactStore::Open(tmp_.path(), {.wait_for_artifact_locks = false});
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("b")));
   absl::StatusOr<std::unique_ptr<FileLock>> held =
@@ -1277,7 +1277,7 @@ TEST_F(StoreTest, ListOfAStoreWithoutArtifactsIsEmpty) {
   testing::TempDir empty;
   store_.reset();
   absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-      ArtifactStore::Open(env_, empty.path());
+      ArtifactStore::Open(empty.path());
   ASSERT_TRUE(store.ok()) << store.status();
   absl::StatusOr<std::vector<std::string>> names = (*store)->List();
   ASSERT_TRUE(names.ok()) << names.status();
@@ -1329,7 +1329,7 @@ TEST_F(StoreTest, AcceptsAbsoluteNamesUnderTheRootAsGiven) {
   store_.reset();
   const std::string given_root = other.Join("models");
   absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-      ArtifactStore::Open(env_, given_root);
+      ArtifactStore::Open(given_root);
   ASSERT_TRUE(store.ok()) << store.status();
   EXPECT_EQ((*store)->CanonicalName(JoinPath(given_root, "a")).value_or("?"),
             "a");

@@ -194,8 +194,7 @@ int main(int argc, char** argv) {
     return dram_ptr->ForNpu(artifact.npu());
   };
   absl::StatusOr<std::unique_ptr<rbln::ArtifactStore>> store =
-      rbln::ArtifactStore::Open(rbln::Env::Default(), store_dir,
-                                std::move(store_options));
+      rbln::ArtifactStore::Open(store_dir, std::move(store_options));
   if (!store.ok()) {
     return Fail(kExitStartup, std::string(store.status().message()));
   }

@@ -80,7 +80,7 @@ class CommitDiskTest : public ::testing::Test {
 
   void OpenStore() {
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-        ArtifactStore::Open(env_, tmp_.path());
+        ArtifactStore::Open(tmp_.path());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
   }

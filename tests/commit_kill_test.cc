@@ -112,10 +112,9 @@ pid_t StartCommitStress(const std::vector<std::string>& args) {
 // Milliseconds an output-directory Set of the artifact at `name` takes here
 // (a full copy: the most work a commit does): the fastest of three,
 // measured in-process on a scratch output that is removed again.
-double MeasureCommitMs(Env* env, const std::string& root,
-                       const std::string& name) {
+double MeasureCommitMs(const std::string& root, const std::string& name) {
   absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-      ArtifactStore::Open(env, root);
+      ArtifactStore::Open(root);
   if (!store.ok()) {
     ADD_FAILURE() << store.status();
     return 0;
@@ -129,7 +128,7 @@ double MeasureCommitMs(Env* env, const std::string& root,
                           std::chrono::steady_clock::now() - start)
                           .count();
     EXPECT_TRUE(r.ok()) << r.status();
-    EXPECT_TRUE(RemoveTree(env, JoinPath(root, "timing")).ok());
+    EXPECT_TRUE(RemoveTree(Env::Default(), JoinPath(root, "timing")).ok());
     fastest = i == 0 ? ms : std::min(fastest, ms);
   }
   return fastest;
@@ -167,7 +166,7 @@ class CommitKillTest : public ::testing::Test {
     ASSERT_TRUE(synth.ok()) << synth.status();
     ASSERT_EQ(synth->kvcache_num_blocks, kOriginalBlocks);
     base_ = testing::TakeBaseline(tmp_.Join("a"));
-    const double commit_ms = MeasureCommitMs(env_, tmp_.path(), "a");
+    const double commit_ms = MeasureCommitMs(tmp_.path(), "a");
     const int max_delay_ms =
         std::clamp(static_cast<int>(kCommitsPerMaxDelay * commit_ms),
                    kMinMaxDelayMs, kMaxMaxDelayMs);
@@ -203,7 +202,7 @@ class CommitKillTest : public ::testing::Test {
     ++stats->kills;
 
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-        ArtifactStore::Open(env_, tmp_.path());
+        ArtifactStore::Open(tmp_.path());
     ASSERT_TRUE(store.ok()) << store.status();
     if (!(*store)->recovered().empty()) ++stats->mid_commit;
     store->reset();  // releases the store LOCK for the next commit-stress

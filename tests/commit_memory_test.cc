@@ -209,7 +209,7 @@ TEST(CommitMemoryTest, ResizingAGibibytePayloadKeepsPeakRssFlat) {
   ASSERT_TRUE(WriteSyntheticArtifact(env, spec, tmp.Join("big")).ok());
   printf("synthesized 1 GiB of payload in %.1f s\n", SecondsSince(start));
   absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-      ArtifactStore::Open(env, tmp.path());
+      ArtifactStore::Open(tmp.path());
   ASSERT_TRUE(store.ok()) << store.status();
 
   start = std::chrono::steady_clock::now();

@@ -38,7 +38,7 @@ absl::Status CommitForever(const std::string& store_dir,
                            const std::vector<uint64_t>& targets,
                            const std::string& output) {
   absl::StatusOr<std::unique_ptr<rbln::ArtifactStore>> store =
-      rbln::ArtifactStore::Open(rbln::Env::Default(), store_dir);
+      rbln::ArtifactStore::Open(store_dir);
   if (!store.ok()) return store.status();
   printf("commit-stress: pid %d committing %s to %s%s\n", getpid(),
          artifact.c_str(), absl::StrJoin(targets, ",").c_str(),

@@ -265,6 +265,12 @@ absl::Status FaultInjectionEnv::CreateDir(const std::string& path) {
   return target()->CreateDir(path);
 }
 
+absl::Status FaultInjectionEnv::SetOwnership(const std::string& path,
+                                             const FileOwnership& owner) {
+  RBLN_RETURN_IF_ERROR(Tick("SetOwnership", path));
+  return target()->SetOwnership(path, owner);
+}
+
 absl::Status FaultInjectionEnv::RemoveFile(const std::string& path) {
   RBLN_RETURN_IF_ERROR(Tick("RemoveFile", path));
   return target()->RemoveFile(path);

@@ -80,6 +80,8 @@ class FaultInjectionEnv : public EnvWrapper {
       const std::string& path) override;
   absl::StatusOr<FileStat> Stat(const std::string& path) override;
   absl::Status CreateDir(const std::string& path) override;
+  absl::Status SetOwnership(const std::string& path,
+                            const FileOwnership& owner) override;
   absl::Status RemoveFile(const std::string& path) override;
   absl::Status RemoveDir(const std::string& path) override;
   absl::Status Link(const std::string& from, const std::string& to) override;

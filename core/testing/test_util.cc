@@ -39,6 +39,16 @@ std::string TempDir::Join(absl::string_view name) const {
   return absl::StrCat(path_, "/", name);
 }
 
+std::unique_ptr<Env> ConfinedEnvOrDie(const std::string& root) {
+  absl::StatusOr<std::unique_ptr<Env>> env = NewConfinedEnv(root);
+  if (!env.ok()) {
+    ADD_FAILURE() << "cannot confine an Env to " << root << ": "
+                  << env.status();
+    abort();
+  }
+  return *std::move(env);
+}
+
 std::string ReadFileOrDie(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

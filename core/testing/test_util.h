@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "core/env.h"
 
 namespace rbln::testing {
 
@@ -26,6 +28,10 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// An Env confined to `root` (NewConfinedEnv); aborts the test run when it
+// cannot be made.
+std::unique_ptr<Env> ConfinedEnvOrDie(const std::string& root);
 
 std::string ReadFileOrDie(const std::string& path);
 void WriteFileOrDie(const std::string& path, absl::string_view data);
