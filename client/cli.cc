@@ -216,7 +216,10 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
   f.verify_opt =
       app.add_flag("--verify", f.verify,
                    OptionHelp("With --describe: also read every payload and "
-                              "verify its checksums (slow for big artifacts)"))
+                              "verify its checksums. With a write: verify "
+                              "them before copying, and refuse a corrupt "
+                              "artifact (payloads up to 64 MiB are always "
+                              "checked; slow for big artifacts)"))
           ->group(artifact);
 
   const std::string writing =
@@ -314,9 +317,12 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   if (f.replace_opt->count() > 0 && f.output_dir_opt->count() == 0) {
     return UsageError("--replace needs --output-dir DIR");
   }
-  if (f.verify_opt->count() > 0 && o.operation != Operation::kDescribe) {
-    return UsageError(
-        absl::StrCat("--verify goes only with --describe, not with ", op_flag));
+  if (f.verify_opt->count() > 0 && o.operation != Operation::kDescribe &&
+      !IsWriter(o.operation)) {
+    return UsageError(absl::StrCat(
+        "--verify goes only with --describe, --set-kvcache-num-blocks or "
+        "--set-memory-budget, not with ",
+        op_flag));
   }
   // CLI11 takes the next argument as a value even when it is a flag, so
   // "--output-dir --dry-run" would write to "./--dry-run"; argparse (and so
@@ -367,6 +373,7 @@ v1::WriteOptions BuildWriteOptions(const CliOptions& options,
   w.set_output_dir(options.output_dir);
   w.set_replace(options.replace);
   w.set_dry_run(options.dry_run);
+  w.set_verify(options.verify);
   if (options.expected_current.has_value()) {
     w.set_expected_current(*options.expected_current);
   }

@@ -53,7 +53,7 @@ struct CliOptions {
   bool replace = false;
   bool dry_run = false;
   std::optional<uint64_t> expected_current;
-  bool verify = false;  // kDescribe only
+  bool verify = false;  // kDescribe and writers
   bool json = false;
 };
 

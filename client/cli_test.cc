@@ -137,9 +137,8 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{{"--set-kvcache-num-blocks", "8", "--model-id", "a",
                    "--output-dir", ""},
                   {"--output-dir must not be empty"}},
-        UsageCase{
-            {"--set-kvcache-num-blocks", "8", "--model-id", "a", "--verify"},
-            {"--verify goes only with --describe"}},
+        UsageCase{{"--get-kvcache-num-blocks", "--model-id", "a", "--verify"},
+                  {"--verify goes only with --describe"}},
         // N must be a positive integer.
         UsageCase{{"--set-kvcache-num-blocks", "0", "--model-id", "a"},
                   {"--set-kvcache-num-blocks",

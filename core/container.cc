@@ -542,7 +542,7 @@ absl::Status WriteNewContainer(WritableFile& out, v1::ContainerHeader header,
 absl::Status WriteContainerWithHeader(
     const RandomAccessFile& src, const Container& src_container,
     const v1::ContainerHeader& new_header, WritableFile& out,
-    const std::function<void(uint64_t bytes)>& on_copied) {
+    const std::function<absl::Status(uint64_t bytes)>& on_copied) {
   const std::string& path = out.path();
   const Preamble& src_preamble = src_container.preamble;
   const auto& old_segments = src_container.header.segments();
@@ -587,7 +587,7 @@ absl::Status WriteContainerWithHeader(
                                            src_preamble.payload_offset + done,
                                            n, preamble.payload_offset + done));
     done += n;
-    if (on_copied) on_copied(n);
+    if (on_copied) RBLN_RETURN_IF_ERROR(on_copied(n));
   }
   const uint64_t payload_end =
       preamble.payload_offset + preamble.payload_length;

@@ -107,12 +107,13 @@ absl::Status WriteNewContainer(WritableFile& out, v1::ContainerHeader header,
 // at the same offset when the new header fits the source's reserved region,
 // else the region grows (LayoutForHeader). The payload is copied inside the
 // kernel, in chunks of kCopyChunkBytes, calling `on_copied` (when set) with
-// the bytes of each chunk done. Does not sync or close `out`.
+// the bytes of each chunk done; a status other than OK from it stops the
+// copy and is returned (cancellation). Does not sync or close `out`.
 inline constexpr uint64_t kCopyChunkBytes = uint64_t{256} << 20;
 absl::Status WriteContainerWithHeader(
     const RandomAccessFile& src, const Container& src_container,
     const v1::ContainerHeader& new_header, WritableFile& out,
-    const std::function<void(uint64_t bytes)>& on_copied = nullptr);
+    const std::function<absl::Status(uint64_t bytes)>& on_copied = nullptr);
 
 }  // namespace rbln
 

@@ -223,7 +223,11 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
                           env->NewWritableFile(to));
     RBLN_RETURN_IF_ERROR(WriteContainerWithHeader(*src, containers[i].container,
                                                   plan.new_headers[i], *out,
-                                                  options.on_copied));
+                                                  [&](uint64_t bytes) {
+                                                    if (options.on_copied)
+                                                      options.on_copied(bytes);
+                                                    return check_cancelled();
+                                                  }));
     RBLN_RETURN_IF_ERROR(out->Sync());
     RBLN_RETURN_IF_ERROR(out->Close());
     RBLN_RETURN_IF_ERROR(keep_ownership(from, to));

@@ -73,8 +73,8 @@ struct WriteResizedOptions {
   bool link_companions = false;
   // Called with the payload bytes of each chunk copied (for progress).
   std::function<void(uint64_t bytes)> on_copied;
-  // Checked before each file and once all is written: when it returns true
-  // the write stops with CANCELLED.
+  // Checked before each file, after each chunk of payload copied, and once
+  // all is written: when it returns true the write stops with CANCELLED.
   std::function<bool()> is_cancelled;
 };
 

@@ -32,8 +32,10 @@ std::string TruncateMessage(absl::string_view message,
                             size_t max_bytes = kMaxStatusMessageBytes);
 
 // A logfmt value: always in double quotes, with \" \\ and every byte outside
-// printable ASCII escaped, so that one request is one line whatever it names.
-std::string LogValue(absl::string_view s);
+// printable ASCII escaped, so that one request is one line whatever it names;
+// cut after `max_bytes` input bytes as Echo cuts.
+std::string LogValue(absl::string_view s,
+                     size_t max_bytes = kMaxStatusMessageBytes);
 
 }  // namespace rbln
 

@@ -2,62 +2,33 @@
 
 #include <sys/stat.h>
 
-#include <chrono>
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/budget.h"
 #include "core/fit.h"
 #include "core/status_macros.h"
+#include "core/text.h"
 #include "spdlog/spdlog.h"
 
 namespace rbln {
 namespace {
 
+// Operation ids are client-chosen keys of a bounded table; longer than a
+// UUID with room to spare is a mistake (or an attack on memory).
+constexpr size_t kMaxOperationIdBytes = 128;
+// Finished writes whose outcome GetWriteProgress still reports.
+constexpr size_t kKeptOutcomes = 1024;
+
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  // absl's canonical codes are gRPC's, number for number.
+  // absl's canonical codes are gRPC's, number for number. The message is
+  // cut so that it always fits in the status metadata.
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+                      TruncateMessage(status.message()));
 }
-
-// One structured log line per request, written when the handler returns.
-class RequestLog {
- public:
-  RequestLog(absl::string_view method, absl::string_view artifact)
-      : method_(method),
-        artifact_(artifact),
-        start_(std::chrono::steady_clock::now()) {}
-
-  void SetCounts(const absl::Status& status, uint64_t previous, uint64_t next,
-                 bool written) {
-    if (!status.ok()) return;
-    counts_ = absl::StrCat(" previous=", previous, " new=", next,
-                           " written=", written ? "true" : "false");
-  }
-
-  grpc::Status Finish(const absl::Status& status) {
-    const double ms = std::chrono::duration<double, std::milli>(
-                          std::chrono::steady_clock::now() - start_)
-                          .count();
-    const std::string line =
-        absl::StrCat("method=", method_, " artifact=\"", artifact_,
-                     "\" outcome=", absl::StatusCodeToString(status.code()),
-                     counts_, " duration_ms=", static_cast<int64_t>(ms));
-    if (status.ok()) {
-      spdlog::info("{}", line);
-    } else {
-      spdlog::warn("{} error=\"{}\"", line, std::string(status.message()));
-    }
-    return ToGrpc(status);
-  }
-
- private:
-  const std::string method_;
-  const std::string artifact_;
-  const std::chrono::steady_clock::time_point start_;
-  std::string counts_;
-};
 
 void FillBucket(const BucketFit& b, v1::BucketPlan* out) {
   out->set_node(b.node);
@@ -70,6 +41,55 @@ void FillBucket(const BucketFit& b, v1::BucketPlan* out) {
 }
 
 }  // namespace
+
+// One logfmt line per request, written when the handler returns; while it
+// runs, the request is listed in running_ (for the log of a forced exit).
+class ArtifactServiceImpl::RequestLog {
+ public:
+  RequestLog(ArtifactServiceImpl* service, absl::string_view method,
+             absl::string_view artifact)
+      : service_(service),
+        method_(method),
+        artifact_(artifact),
+        start_(absl::Now()) {
+    absl::MutexLock lock(&service_->mu_);
+    id_ = service_->next_request_++;
+    service_->running_[id_] = {method_, artifact_, start_};
+  }
+  ~RequestLog() {
+    absl::MutexLock lock(&service_->mu_);
+    service_->running_.erase(id_);
+  }
+
+  void SetCounts(const absl::Status& status, uint64_t previous, uint64_t next,
+                 bool written) {
+    if (!status.ok()) return;
+    counts_ = absl::StrCat(" previous=", previous, " new=", next,
+                           " written=", written ? "true" : "false");
+  }
+
+  grpc::Status Finish(const absl::Status& status) {
+    const int64_t ms = absl::ToInt64Milliseconds(absl::Now() - start_);
+    const std::string line = absl::StrCat(
+        "method=", method_, " artifact=", LogValue(artifact_, kMaxEchoBytes),
+        " outcome=", absl::StatusCodeToString(status.code()), counts_,
+        " duration_ms=", ms);
+    if (status.ok()) {
+      spdlog::info("{}", line);
+    } else {
+      spdlog::warn("{} error={}", line, LogValue(status.message()));
+    }
+    return ToGrpc(status);
+  }
+
+ private:
+  ArtifactServiceImpl* const service_;
+  const std::string method_;
+  const std::string artifact_;
+  const absl::Time start_;
+  uint64_t id_ = 0;
+  std::string counts_;
+};
 
 std::string ArtifactServiceImpl::LogName(const std::string& requested) const {
   absl::StatusOr<std::string> name = store_->CanonicalName(requested);
@@ -87,7 +107,7 @@ grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
     grpc::ServerContext*, const v1::GetKvcacheNumBlocksRequest* req,
     v1::GetKvcacheNumBlocksResponse* resp) {
   const std::string name = LogName(req->artifact());
-  RequestLog log("GetKvcacheNumBlocks", name);
+  RequestLog log(this, "GetKvcacheNumBlocks", name);
   absl::StatusOr<Artifact> artifact = store_->Read(req->artifact());
   if (!artifact.ok()) return log.Finish(artifact.status());
   resp->set_artifact(name);  // canonical: the read succeeded
@@ -101,7 +121,7 @@ grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
 grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
     grpc::ServerContext* context, const v1::SetKvcacheNumBlocksRequest* req,
     v1::ResizeResponse* resp) {
-  RequestLog log("SetKvcacheNumBlocks", LogName(req->artifact()));
+  RequestLog log(this, "SetKvcacheNumBlocks", LogName(req->artifact()));
   WriteRequest request;
   request.name = req->artifact();
   request.target = req->num_blocks();
@@ -115,7 +135,7 @@ grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
 grpc::Status ArtifactServiceImpl::FitMemoryBudget(
     grpc::ServerContext* context, const v1::FitMemoryBudgetRequest* req,
     v1::ResizeResponse* resp) {
-  RequestLog log("FitMemoryBudget", LogName(req->artifact()));
+  RequestLog log(this, "FitMemoryBudget", LogName(req->artifact()));
   absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(req->budget());
   if (!budget.ok()) return log.Finish(budget.status());
   WriteRequest request;
@@ -128,6 +148,54 @@ grpc::Status ArtifactServiceImpl::FitMemoryBudget(
   return log.Finish(status);
 }
 
+absl::Status ArtifactServiceImpl::AdmitWrite(const std::string& op_id,
+                                             bool counted) {
+  if (op_id.size() > kMaxOperationIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "operation_id of ", op_id.size(), " bytes is longer than the ",
+        kMaxOperationIdBytes, " allowed; use a UUID"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (!op_id.empty() && progress_.contains(op_id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("operation_id ", Echo(op_id),
+                     " is in use by a running write; choose a new id"));
+  }
+  if (counted && active_writes_ >= max_concurrent_writes_) {
+    return absl::UnavailableError(absl::StrCat(
+        "the daemon is already running its limit of ", max_concurrent_writes_,
+        " concurrent write(s) (--max-concurrent-writes); retry when one "
+        "has finished"));
+  }
+  if (counted) ++active_writes_;
+  if (!op_id.empty()) {
+    progress_[op_id] = {};
+    outcomes_.erase(op_id);  // an id reused after its write finished
+  }
+  return absl::OkStatus();
+}
+
+void ArtifactServiceImpl::FinishWrite(
+    const std::string& op_id, bool counted,
+    const absl::StatusOr<WriteResult>& result) {
+  absl::MutexLock lock(&mu_);
+  if (counted) --active_writes_;
+  if (op_id.empty()) return;
+  progress_.erase(op_id);
+  Outcome& outcome = outcomes_[op_id];
+  outcome.code = result.status().code();
+  outcome.message = TruncateMessage(result.status().message());
+  outcome.written = result.ok() && result->written;
+  outcome_order_.erase(
+      std::remove(outcome_order_.begin(), outcome_order_.end(), op_id),
+      outcome_order_.end());
+  outcome_order_.push_back(op_id);
+  while (outcome_order_.size() > kKeptOutcomes) {
+    outcomes_.erase(outcome_order_.front());
+    outcome_order_.pop_front();
+  }
+}
+
 absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
                                         WriteRequest request,
                                         const v1::WriteOptions& options,
@@ -135,10 +203,13 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
   request.output_name = options.output_dir();
   request.replace = options.replace();
   request.dry_run = options.dry_run();
+  request.verify = options.verify();
   if (options.has_expected_current()) {
     request.expected_current = options.expected_current();
   }
-  request.is_cancelled = [context]() { return context->IsCancelled(); };
+  request.is_cancelled = [this, context]() {
+    return context->IsCancelled() || stopping_.load();
+  };
   const std::string op_id = options.operation_id();
   if (!op_id.empty()) {
     request.progress = [this, op_id](uint64_t done, uint64_t total) {
@@ -148,23 +219,15 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
   }
   // Dry runs write nothing and wait for no lock: they are not counted.
   const bool counted = !request.dry_run;
-  {
-    absl::MutexLock lock(&mu_);
-    if (counted && active_writes_ >= max_concurrent_writes_) {
-      return absl::UnavailableError(absl::StrCat(
-          "the daemon is already running its limit of ", max_concurrent_writes_,
-          " concurrent write(s) (--max-concurrent-writes); retry when one "
-          "has finished"));
-    }
-    if (counted) ++active_writes_;
-    if (!op_id.empty()) progress_[op_id] = {};
-  }
+  RBLN_RETURN_IF_ERROR(AdmitWrite(op_id, counted));
   absl::StatusOr<WriteResult> result = store_->Write(request);
-  {
-    absl::MutexLock lock(&mu_);
-    if (counted) --active_writes_;
-    progress_.erase(op_id);
+  if (absl::IsCancelled(result.status()) && stopping_.load()) {
+    result = absl::UnavailableError(
+        absl::StrCat("the daemon is shutting down; nothing was changed "
+                     "(retry when it is back): ",
+                     result.status().message()));
   }
+  FinishWrite(op_id, counted, result);
   RBLN_RETURN_IF_ERROR(result.status());
   resp->set_artifact(result->name);
   resp->set_output_dir(result->output_name);
@@ -194,7 +257,7 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
     grpc::ServerContext*, const v1::DescribeArtifactRequest* req,
     v1::DescribeArtifactResponse* resp) {
   const std::string name = LogName(req->artifact());
-  RequestLog log("DescribeArtifact", name);
+  RequestLog log(this, "DescribeArtifact", name);
   absl::StatusOr<Artifact> artifact =
       store_->Read(req->artifact(), {.verify_payload = req->verify_payload()});
   if (!artifact.ok()) return log.Finish(artifact.status());
@@ -250,7 +313,7 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
 grpc::Status ArtifactServiceImpl::ListArtifacts(
     grpc::ServerContext*, const v1::ListArtifactsRequest*,
     v1::ListArtifactsResponse* resp) {
-  RequestLog log("ListArtifacts", "");
+  RequestLog log(this, "ListArtifacts", "");
   absl::StatusOr<std::vector<std::string>> names = store_->List();
   if (!names.ok()) return log.Finish(names.status());
   resp->set_store(store_->root());
@@ -275,7 +338,7 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
 grpc::Status ArtifactServiceImpl::GetDeviceInfo(
     grpc::ServerContext*, const v1::GetDeviceInfoRequest*,
     v1::GetDeviceInfoResponse* resp) {
-  RequestLog log("GetDeviceInfo", "");
+  RequestLog log(this, "GetDeviceInfo", "");
   const DeviceReport report = dram_->Report();
   resp->set_source(report.source);
   for (const std::string& warning : report.warnings)
@@ -299,13 +362,44 @@ grpc::Status ArtifactServiceImpl::GetWriteProgress(
     grpc::ServerContext*, const v1::GetWriteProgressRequest* req,
     v1::GetWriteProgressResponse* resp) {
   absl::MutexLock lock(&mu_);
-  auto it = progress_.find(req->operation_id());
-  if (it != progress_.end()) {
+  if (auto it = progress_.find(req->operation_id()); it != progress_.end()) {
     resp->set_running(true);
+    resp->set_state(v1::WRITE_STATE_RUNNING);
     resp->set_bytes_done(it->second.done);
     resp->set_bytes_total(it->second.total);
+  } else if (auto done = outcomes_.find(req->operation_id());
+             done != outcomes_.end()) {
+    const Outcome& outcome = done->second;
+    if (outcome.code == absl::StatusCode::kOk) {
+      resp->set_state(v1::WRITE_STATE_COMMITTED);
+      resp->set_written(outcome.written);
+    } else {
+      resp->set_state(v1::WRITE_STATE_FAILED);
+      resp->set_code(static_cast<int32_t>(outcome.code));
+      resp->set_message(outcome.message);
+    }
   }
   return grpc::Status::OK;
+}
+
+void ArtifactServiceImpl::CancelUncommittedWrites() { stopping_.store(true); }
+
+int ArtifactServiceImpl::active_writes() const {
+  absl::MutexLock lock(&mu_);
+  return active_writes_;
+}
+
+std::vector<std::string> ArtifactServiceImpl::DescribeRunning() const {
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> lines;
+  for (const auto& [id, running] : running_) {
+    lines.push_back(absl::StrCat(
+        running.method, " artifact=", LogValue(running.artifact, kMaxEchoBytes),
+        " running_ms=", absl::ToInt64Milliseconds(now - running.start)));
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
 }
 
 }  // namespace rbln

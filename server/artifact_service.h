@@ -1,18 +1,23 @@
 // ArtifactServiceImpl: the gRPC face of the core library. Handlers only
 // translate: request -> ArtifactStore / DramProvider call -> reply, and
 // absl::Status -> grpc::Status (the canonical codes are the same numbers).
-// Every request is logged as one structured line.
+// Every request is logged as one logfmt line, with what callers sent quoted
+// and escaped; every status message is cut to kMaxStatusMessageBytes.
 //
 // Thread-safe: gRPC calls handlers concurrently.
 #ifndef RBLN_SERVER_ARTIFACT_SERVICE_H_
 #define RBLN_SERVER_ARTIFACT_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/dram.h"
 #include "core/store.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
@@ -50,16 +55,43 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
                                 const v1::GetWriteProgressRequest* req,
                                 v1::GetWriteProgressResponse* resp) override;
 
+  // Shutdown, second step (the first is grpc::Server::Shutdown, which takes
+  // no new calls): every write not yet at its commit point stops, changing
+  // nothing, and its caller gets UNAVAILABLE "shutting down; nothing was
+  // changed". Writes past the commit point finish with their real result.
+  void CancelUncommittedWrites();
+  // Writes running now.
+  int active_writes() const;
+  // One line per request still running ("SetKvcacheNumBlocks
+  // artifact=\"a\" for 12.3 s"), for the log of a forced exit.
+  std::vector<std::string> DescribeRunning() const;
+
  private:
+  class RequestLog;
   struct Progress {
     uint64_t done = 0;
     uint64_t total = 0;
+  };
+  struct Outcome {
+    absl::StatusCode code = absl::StatusCode::kOk;
+    std::string message;
+    bool written = false;
+  };
+  struct Running {
+    std::string method;
+    std::string artifact;
+    absl::Time start;
   };
 
   // Runs a Set or Fit: admission, progress tracking, the store call, and the
   // reply.
   absl::Status Write(grpc::ServerContext* context, WriteRequest request,
                      const v1::WriteOptions& options, v1::ResizeResponse* resp);
+  // Admits a write (the limit, a free operation id); Finish undoes it and
+  // records the outcome under the id.
+  absl::Status AdmitWrite(const std::string& op_id, bool counted);
+  void FinishWrite(const std::string& op_id, bool counted,
+                   const absl::StatusOr<WriteResult>& result);
 
   // The store-relative name for logs (the request's text when invalid).
   std::string LogName(const std::string& requested) const;
@@ -67,10 +99,18 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
   ArtifactStore* const store_;
   DramProvider* const dram_;
   const int max_concurrent_writes_;
+  std::atomic<bool> stopping_{false};
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   int active_writes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Running writes by operation id.
   absl::flat_hash_map<std::string, Progress> progress_ ABSL_GUARDED_BY(mu_);
+  // Outcomes of the last kKeptOutcomes finished ids, oldest first.
+  absl::flat_hash_map<std::string, Outcome> outcomes_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> outcome_order_ ABSL_GUARDED_BY(mu_);
+  // Every request being handled, by a serial number.
+  uint64_t next_request_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, Running> running_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rbln

@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -23,6 +24,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/defaults.h"
 #include "core/dram.h"
@@ -51,6 +53,19 @@ bool UnixSocketIsLive(const std::string& path) {
       connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   return live;
+}
+
+// After the grace period: gRPC cancels the calls still running this much
+// later (so that writes past their commit point can still reply), and the
+// process exits by force at kForcedExitSeconds.
+constexpr int kGrpcCancelSeconds = 3;
+constexpr int kForcedExitSeconds = 5;
+constexpr int kExitForced = 1;
+
+void RemoveUnixSockets(const std::vector<std::string>& listen) {
+  for (const std::string& address : listen) {
+    if (absl::StartsWith(address, "unix:")) unlink(address.substr(5).c_str());
+  }
 }
 
 int Fail(int code, const std::string& message) {
@@ -153,7 +168,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--shutdown-grace-seconds", shutdown_grace_s,
                  "On SIGTERM/SIGINT, how long running writes may take to "
-                 "finish")
+                 "finish; then writes not yet committed are cancelled "
+                 "(nothing changes) and the daemon exits within 5 s more, "
+                 "even with a thread stuck in the kernel")
+      ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
   app.footer(
       "Available DRAM (what a budget like 0.8 is a fraction of), in order of "
@@ -241,20 +259,58 @@ int main(int argc, char** argv) {
                (*store)->root(), absl::StrJoin(listen, ", "), getpid(),
                chosen->second);
 
-  std::thread waiter([&server, &signals, shutdown_grace_s]() {
+  // Shutdown (docs/security.md): at the signal no new calls are taken; the
+  // running writes get the grace period; then every write not yet at its
+  // commit point is cancelled (nothing changes, its caller is told so),
+  // gRPC cancels what is left a little later, and should a thread still be
+  // stuck (in the kernel, say) the process logs what was running and ends
+  // by grace + kForcedExitSeconds.
+  std::atomic<bool> stopped{false};
+  std::thread waiter([&]() {
     int signal_number = 0;
     sigwait(&signals, &signal_number);
-    spdlog::info("signal {}: no new requests; letting running writes finish",
-                 signal_number);
-    server->Shutdown(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(
-                         static_cast<int64_t>(shutdown_grace_s * 1000)));
+    const absl::Time start = absl::Now();
+    const absl::Duration grace = absl::Seconds(shutdown_grace_s);
+    spdlog::info(
+        "signal {}: no new requests; letting running writes finish "
+        "(at most {})",
+        signal_number, rbln::FormatSeconds(grace));
+    std::thread stopper([&]() {
+      server->Shutdown(absl::ToChronoTime(start + grace +
+                                          absl::Seconds(kGrpcCancelSeconds)));
+    });
+    while (service.active_writes() > 0 && absl::Now() < start + grace) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    if (service.active_writes() > 0) {
+      spdlog::warn(
+          "grace period over: cancelling {} write(s) not yet committed",
+          service.active_writes());
+    }
+    service.CancelUncommittedWrites();
+    const absl::Time limit = start + grace + absl::Seconds(kForcedExitSeconds);
+    while (!stopped.load() && absl::Now() < limit) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    if (stopped.load()) {
+      stopper.join();
+      return;
+    }
+    for (const std::string& line : service.DescribeRunning()) {
+      spdlog::error("still running at the forced exit: {}", line);
+    }
+    spdlog::error(
+        "rbln-artifactd: requests did not end within the grace period plus "
+        "{} s (a thread is stuck, likely in the kernel); exiting now",
+        kForcedExitSeconds);
+    spdlog::default_logger()->flush();
+    RemoveUnixSockets(listen);
+    _exit(kExitForced);
   });
   server->Wait();
+  stopped.store(true);
   waiter.join();
-  for (const std::string& address : listen) {
-    if (absl::StartsWith(address, "unix:")) unlink(address.substr(5).c_str());
-  }
+  RemoveUnixSockets(listen);
   spdlog::info("rbln-artifactd stopped");
   return 0;
 }
