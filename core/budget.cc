@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/text.h"
 
 namespace rbln {
 namespace {
@@ -54,7 +55,7 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
 absl::Status InvalidBudget(absl::string_view text, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(
-      "memory budget \"", absl::CEscape(text), "\" ", problem,
+      "memory budget \"", Echo(text), "\" ", problem,
       "; write a fraction in (0, 1] like 0.8, a percentage in (0, 100] like "
       "80%, or bytes with a unit like 10GB or 10GiB (units B, KB, MB, GB, TB, "
       "KiB, MiB, GiB, TiB, case-insensitive)"));
@@ -178,7 +179,7 @@ absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
   const Unit* unit = FindUnit(rest);
   if (!rest.empty() && !is_percent && unit == nullptr) {
     return refuse(
-        absl::StrCat("has an unknown unit \"", absl::CEscape(rest), "\""));
+        absl::StrCat("has an unknown unit \"", Echo(rest), "\""));
   }
   if (scaled == 0) return refuse("is zero");
 
@@ -216,7 +217,7 @@ absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   const auto refuse = [text](absl::string_view problem) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "size \"", absl::CEscape(text), "\" ", problem,
+        "size \"", Echo(text), "\" ", problem,
         "; expected a decimal and a unit like 2.4GB or 15.7GiB (units B, KB, "
         "MB, GB, TB, KiB, MiB, GiB, TiB)"));
   };
@@ -226,7 +227,7 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   const Unit* unit = FindUnit(decimal->suffix);
   if (unit == nullptr) {
     return refuse(absl::StrCat("has an unknown unit \"",
-                               absl::CEscape(decimal->suffix), "\""));
+                               Echo(decimal->suffix), "\""));
   }
   absl::StatusOr<uint64_t> bytes = BytesOf(*decimal, *unit);
   if (!bytes.ok()) return refuse(bytes.status().message());

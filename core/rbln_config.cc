@@ -207,7 +207,7 @@ absl::StatusOr<KvcacheMeta> GetKvcacheMeta(const Value& value,
 
 std::string Show(uint32_t value) { return absl::StrCat(value); }
 std::string Show(const std::string& value) {
-  return absl::StrCat("\"", absl::CHexEscape(value), "\"");
+  return absl::StrCat("\"", Echo(value), "\"");
 }
 
 // A setting that may appear under several keys and in several places, e.g.
