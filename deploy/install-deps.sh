@@ -10,6 +10,7 @@ packages=(
   protobuf-compiler libabsl-dev rapidjson-dev libgtest-dev libgmock-dev
   libcli11-dev libxxhash-dev libspdlog-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf
+  clang libclang-rt-14-dev  # the fuzz stage: clang++ and libFuzzer
 )
 
 missing=()
