@@ -178,8 +178,7 @@ absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
   const bool is_percent = rest == "%";
   const Unit* unit = FindUnit(rest);
   if (!rest.empty() && !is_percent && unit == nullptr) {
-    return refuse(
-        absl::StrCat("has an unknown unit \"", Echo(rest), "\""));
+    return refuse(absl::StrCat("has an unknown unit \"", Echo(rest), "\""));
   }
   if (scaled == 0) return refuse("is zero");
 
@@ -226,8 +225,8 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   if (decimal->suffix.empty()) return refuse("has no unit");
   const Unit* unit = FindUnit(decimal->suffix);
   if (unit == nullptr) {
-    return refuse(absl::StrCat("has an unknown unit \"",
-                               Echo(decimal->suffix), "\""));
+    return refuse(
+        absl::StrCat("has an unknown unit \"", Echo(decimal->suffix), "\""));
   }
   absl::StatusOr<uint64_t> bytes = BytesOf(*decimal, *unit);
   if (!bytes.ok()) return refuse(bytes.status().message());

@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/status_macros.h"
 #include "core/text.h"
@@ -329,6 +330,14 @@ absl::Status JsonSyntaxError(absl::string_view json, absl::string_view path,
 // parser's stack is on the heap), after StructureCheck.
 absl::Status ParseJsonObject(absl::string_view json, absl::string_view path,
                              rapidjson::Document* doc) {
+  // Python's json refuses a byte order mark; RapidJSON's DOM reader would
+  // skip it (and stray bytes of one), so it is refused before either reads.
+  if (absl::StartsWith(json, "\xEF")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": not valid JSON: starts with a UTF-8 byte order mark (or a byte of "
+        "one), which Python's json refuses; save the file without it"));
+  }
   // RapidJSON's input streams read NUL as end of input.
   if (size_t nul = json.find('\0'); nul != absl::string_view::npos) {
     return absl::InvalidArgumentError(

@@ -7,11 +7,17 @@ namespace rbln {
 
 namespace {
 
+// Escapes `s` byte by byte until the escaped text would pass `max_bytes`.
 std::string EscapeAndCut(absl::string_view s, size_t max_bytes) {
-  const absl::string_view shown = s.substr(0, max_bytes);
-  std::string out = absl::CHexEscape(shown);
-  if (s.size() > shown.size()) {
-    absl::StrAppend(&out, "... (", s.size() - shown.size(), " more bytes)");
+  std::string out;
+  size_t used = 0;
+  for (; used < s.size(); ++used) {
+    const std::string piece = absl::CHexEscape(s.substr(used, 1));
+    if (out.size() + piece.size() > max_bytes) break;
+    out += piece;
+  }
+  if (used < s.size()) {
+    absl::StrAppend(&out, "... (", s.size() - used, " more bytes)");
   }
   return out;
 }

@@ -21,8 +21,8 @@ inline constexpr size_t kMaxEchoBytes = 200;
 inline constexpr size_t kMaxStatusMessageBytes = 1000;
 
 // `s` for an error message: printable ASCII as it is, everything else as a C
-// escape (\n, \x00, \xc3), cut after kMaxEchoBytes input bytes with
-// "... (N more bytes)".
+// escape (\n, \x00, \xc3), cut where the escaped text would pass
+// kMaxEchoBytes, with "... (N more bytes)" telling how much was left out.
 std::string Echo(absl::string_view s);
 
 // `message` cut to at most `max_bytes` bytes, ending in "... (cut)" when it
@@ -33,7 +33,7 @@ std::string TruncateMessage(absl::string_view message,
 
 // A logfmt value: always in double quotes, with \" \\ and every byte outside
 // printable ASCII escaped, so that one request is one line whatever it names;
-// cut after `max_bytes` input bytes as Echo cuts.
+// cut at `max_bytes` of escaped text as Echo cuts.
 std::string LogValue(absl::string_view s,
                      size_t max_bytes = kMaxStatusMessageBytes);
 
