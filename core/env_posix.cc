@@ -613,7 +613,7 @@ class PosixEnv : public Env {
   }
 
   const std::string root_;  // "" when unconfined
-  const UniqueFd root_fd_;
+  const UniqueFd root_fd_{};
   const bool use_openat2_ = true;
   mutable std::atomic<bool> openat2_works_{true};
 };

@@ -99,8 +99,10 @@ std::map<std::string, uint64_t> HashTree(const std::string& dir) {
       hashes[rel] = XXH64(target.data(), target.size(), 1);
     } else if (entry.is_directory()) {
       hashes[rel] = 2;
-    } else {
+    } else if (entry.is_regular_file()) {
       hashes[rel] = HashFile(entry.path().string());
+    } else {
+      hashes[rel] = 3;  // a FIFO, socket or device: never opened
     }
   }
   return hashes;

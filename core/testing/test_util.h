@@ -39,7 +39,8 @@ void WriteFileOrDie(const std::string& path, absl::string_view data);
 // XXH64 of a file's bytes (streamed).
 uint64_t HashFile(const std::string& path);
 // Relative path -> XXH64 for every regular file below `dir` (recursively);
-// symlinks and directories are listed with a hash of their kind/target.
+// symlinks and directories are listed with a hash of their kind/target, and
+// special files (FIFOs, sockets, devices) by their kind, unopened.
 std::map<std::string, uint64_t> HashTree(const std::string& dir);
 
 // tests/testdata/<relative> in the source tree: under $RBLN_SOURCE_DIR (set

@@ -28,10 +28,17 @@ namespace {
 
 constexpr absl::string_view kPath = "/fuzz/rbln_config.json";
 
-// The edges of the range (0 is refused by the parser, 2^64 - 1 is the
-// largest) and ordinary counts.
-constexpr uint64_t kRequestedCounts[] = {
-    1, 2, 77, 4096, uint64_t{1} << 53, std::numeric_limits<uint64_t>::max(), 0};
+// The edges of the range (the parser refuses 0 and counts above
+// kMaxNumBlocks), beyond it, and ordinary counts.
+constexpr uint64_t kRequestedCounts[] = {1,
+                                         2,
+                                         77,
+                                         4096,
+                                         kMaxNumBlocks,
+                                         kMaxNumBlocks + 1,
+                                         uint64_t{1} << 53,
+                                         std::numeric_limits<uint64_t>::max(),
+                                         0};
 
 // The fields a rewrite must leave alone, as text, for comparing and showing.
 std::string OtherFields(const RblnConfig& c) {
@@ -57,8 +64,9 @@ void FuzzRblnConfig(absl::string_view json) {
   if (!rewritten.ok()) return;
 
   absl::StatusOr<RblnConfig> reparsed = ParseRblnConfig(*rewritten, kPath);
-  if (requested == 0) {
-    RBLN_FUZZ_CHECK(!reparsed.ok(), "kvcache_num_blocks 0 was accepted");
+  if (requested == 0 || requested > kMaxNumBlocks) {
+    RBLN_FUZZ_CHECK(!reparsed.ok(), "kvcache_num_blocks ", requested,
+                    " was accepted");
   } else if (original.ok()) {
     RBLN_FUZZ_CHECK(reparsed.ok(), "the rewritten text does not parse: ",
                     reparsed.status().ToString(), "\n", *rewritten);
