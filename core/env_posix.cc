@@ -255,6 +255,30 @@ absl::Status NotRegular(absl::string_view path, mode_t mode) {
       ", not a regular file; the daemon reads only regular files"));
 }
 
+// O_DIRECTORY | O_NOFOLLOW on a symbolic link fails with ENOTDIR; say what
+// it really is.
+int LinkAwareErrno(int dir, const char* name, int err) {
+  struct stat st;
+  if (err == ENOTDIR && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISLNK(st.st_mode)) {
+    return ELOOP;
+  }
+  return err;
+}
+
+// Opens the directory `at` names (never through a symbolic link).
+absl::StatusOr<UniqueFd> OpenDirectoryAt(const Location& at,
+                                         absl::string_view op,
+                                         absl::string_view path) {
+  UniqueFd fd(openat(at.dir, at.leaf.c_str(),
+                     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0) {
+    return ErrnoStatus(op, path,
+                       LinkAwareErrno(at.dir, at.leaf.c_str(), errno));
+  }
+  return fd;
+}
+
 // How many times a lock is taken again when its file was replaced meanwhile
 // (a holder removed it); more means something else keeps replacing it.
 constexpr int kMaxLockAttempts = 100;
@@ -320,9 +344,7 @@ class PosixEnv : public Env {
   absl::StatusOr<std::vector<DirEntry>> ListDir(
       const std::string& path) override {
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("list", path));
-    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
-                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (fd.get() < 0) return ErrnoStatus("list", path, errno);
+    RBLN_ASSIGN_OR_RETURN(UniqueFd fd, OpenDirectoryAt(at, "list", path));
     DIR* dir = fdopendir(fd.get());
     if (dir == nullptr) return ErrnoStatus("list", path, errno);
     fd.Release();  // closedir closes it
@@ -466,9 +488,7 @@ class PosixEnv : public Env {
 
   absl::Status SyncDir(const std::string& path) override {
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("open", path));
-    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
-                       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (fd.get() < 0) return ErrnoStatus("open", path, errno);
+    RBLN_ASSIGN_OR_RETURN(UniqueFd fd, OpenDirectoryAt(at, "open", path));
     if (fsync(fd.get()) != 0) return ErrnoStatus("fsync", path, errno);
     return absl::OkStatus();
   }
@@ -588,14 +608,7 @@ class PosixEnv : public Env {
       UniqueFd next(openat(at, name.c_str(),
                            O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (next.get() < 0) {
-        int err = errno;
-        struct stat st;
-        if (err == ENOTDIR &&
-            fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            S_ISLNK(st.st_mode)) {
-          err = ELOOP;
-        }
-        return ResolveError(op, path, err);
+        return ResolveError(op, path, LinkAwareErrno(at, name.c_str(), errno));
       }
       dir = std::move(next);
       at = dir.get();

@@ -595,5 +595,64 @@ TEST(ParseRblnConfigTest, PartitionLenStandsInForBlockSize) {
   EXPECT_THAT(status.message(), HasSubstr("(kvcache_partition_len)"));
 }
 
+// --- Untrusted input: bounded, iterative, unambiguous. ---
+
+TEST(UntrustedRblnConfigTest, DeepNestingIsRefusedWithoutRecursion) {
+  // 200,000 levels overflowed the stack of a recursive parser.
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  for (const absl::Status& status :
+       {Parse(deep).status(), RewriteKvcacheNumBlocks(deep, 8, kPath).status(),
+        Parse(absl::StrCat(R"({"x": )", deep, "}")).status()}) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(status.message(), HasSubstr("nests deeper than 64 levels"));
+  }
+  // 64 levels are fine.
+  std::string nested = "0";
+  for (int i = 0; i < 62; ++i) nested = absl::StrCat("[", nested, "]");
+  EXPECT_TRUE(Parse(WithMember(kMinimal, "extra", nested)).ok());
+}
+
+TEST(UntrustedRblnConfigTest, DuplicateKeysAreRefusedAtAnyDepth) {
+  const std::string top = absl::StrCat(R"({"kvcache_num_blocks": 999, )",
+                                       std::string(kMinimal).substr(1));
+  for (const absl::Status& status :
+       {Parse(top).status(), RewriteKvcacheNumBlocks(top, 8, kPath).status()}) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(status.message(),
+                HasSubstr("key \"kvcache_num_blocks\" appears twice"));
+    EXPECT_THAT(status.message(), HasSubstr(kPath));
+  }
+  const absl::Status nested = Parse(WithMember(kMinimal, "_compile_cfgs",
+                                               R"([{"npu": "a", "npu": "b"}])"))
+                                  .status();
+  EXPECT_EQ(nested.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(nested.message(), HasSubstr("\"npu\" appears twice"));
+  // The same key in two different objects is fine.
+  EXPECT_TRUE(
+      Parse(WithMember(kMinimal, "_compile_cfgs",
+                       R"([{"npu": "RBLN-CA12"}, {"npu": "RBLN-CA12"}])"))
+          .ok());
+}
+
+TEST(UntrustedRblnConfigTest, AByteOrderMarkIsRefusedByBothReaders) {
+  for (const std::string& prefix :
+       {std::string("\xEF\xBB\xBF"), std::string("\xEF")}) {
+    const std::string text = prefix + kMinimal;
+    EXPECT_EQ(Parse(text).status().code(), absl::StatusCode::kInvalidArgument);
+    const absl::Status rewrite =
+        RewriteKvcacheNumBlocks(text, 8, kPath).status();
+    EXPECT_EQ(rewrite.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(rewrite.message(), HasSubstr("byte order mark"));
+  }
+}
+
+TEST(UntrustedRblnConfigTest, CountsAboveTheHardLimitAreRefused) {
+  ExpectError(
+      Parse(WithMember(kMinimal, "kvcache_num_blocks", "2147483648")).status(),
+      absl::StatusCode::kFailedPrecondition, "kvcache_num_blocks");
+  EXPECT_TRUE(
+      Parse(WithMember(kMinimal, "kvcache_num_blocks", "2147483647")).ok());
+}
+
 }  // namespace
 }  // namespace rbln

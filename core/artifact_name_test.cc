@@ -1,0 +1,78 @@
+#include "core/artifact_name.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/text.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rbln {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kRoot[] = "/srv/store";
+constexpr char kGiven[] = "/data/store";
+
+absl::StatusOr<std::string> Canonical(absl::string_view name) {
+  return CanonicalArtifactName(name, kRoot, kGiven);
+}
+
+TEST(CanonicalArtifactNameTest, NormalisesSlashesAndDots) {
+  for (const char* name :
+       {"team/llama", "team//llama/", "./team/./llama", "/srv/store/team/llama",
+        "//srv//store/team/llama/", "/data/store/team/llama"}) {
+    SCOPED_TRACE(name);
+    absl::StatusOr<std::string> canonical = Canonical(name);
+    ASSERT_TRUE(canonical.ok()) << canonical.status();
+    EXPECT_EQ(*canonical, "team/llama");
+  }
+}
+
+TEST(CanonicalArtifactNameTest, RefusesEscapesAndReservedNames) {
+  for (const char* name : {"../x", "a/../b", "/srv/storex/a", "/etc/passwd",
+                           "/srv", ".hidden", "a/.staging"}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(Canonical(name).status().code(),
+              absl::StatusCode::kPermissionDenied);
+  }
+  for (const char* name : {"", "/srv/store", "/srv/store//", "."}) {
+    SCOPED_TRACE(name);
+    EXPECT_EQ(Canonical(name).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(Canonical(std::string("a\0b", 3)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CanonicalArtifactNameTest, LongNamesAreInvalidWithShortMessages) {
+  const absl::Status too_long = Canonical(std::string(5000, 'a')).status();
+  EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_long.message(), HasSubstr("PATH_MAX"));
+  EXPECT_LT(too_long.message().size(), kMaxStatusMessageBytes);
+  const absl::Status component = Canonical(std::string(256, 'c')).status();
+  EXPECT_EQ(component.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(component.message(), HasSubstr("NAME_MAX"));
+  EXPECT_TRUE(Canonical(std::string(kMaxNameComponentBytes, 'c')).ok());
+  // The longest escapes, in the message that repeats the input twice.
+  const absl::Status hidden =
+      Canonical("." + std::string(4094, '\xff')).status();
+  EXPECT_EQ(hidden.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_LT(hidden.message().size(), kMaxStatusMessageBytes);
+}
+
+TEST(TextTest, EchoEscapesAndBoundsItsOutput) {
+  EXPECT_EQ(Echo("a\nb"), "a\\nb");
+  const std::string echoed = Echo(std::string(1000, '\x01'));
+  EXPECT_LE(echoed.size(), kMaxEchoBytes + 32);
+  EXPECT_THAT(echoed, HasSubstr("more bytes)"));
+  EXPECT_EQ(LogValue("say \"hi\"\n"), "\"say \\\"hi\\\"\\n\"");
+  EXPECT_EQ(TruncateMessage("short", 10), "short");
+  const std::string cut = TruncateMessage(std::string(50, 'x'), 20);
+  EXPECT_EQ(cut.size(), 20u);
+  EXPECT_THAT(cut, HasSubstr("(cut)"));
+}
+
+}  // namespace
+}  // namespace rbln

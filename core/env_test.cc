@@ -1,0 +1,148 @@
+// The confined Env (NewConfinedEnv) on the real file system, with openat2 and
+// with the component-by-component walk used where openat2 is missing: both
+// must refuse the same things.
+#include "core/env.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "absl/status/status.h"
+#include "core/testing/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rbln {
+namespace {
+
+using ::testing::HasSubstr;
+
+class ConfinedEnvTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::canonical(tmp_.path()).string() + "/root";
+    outside_ = std::filesystem::canonical(tmp_.path()).string() + "/outside";
+    std::filesystem::create_directories(root_ + "/dir/sub");
+    std::filesystem::create_directories(outside_);
+    testing::WriteFileOrDie(root_ + "/dir/file", "inside");
+    testing::WriteFileOrDie(outside_ + "/secret", "outside");
+    std::filesystem::create_directory_symlink(outside_, root_ + "/door");
+    std::filesystem::create_directory_symlink(root_ + "/dir", root_ + "/alias");
+    std::filesystem::create_symlink(outside_ + "/secret", root_ + "/dir/link");
+    ASSERT_EQ(mkfifo((root_ + "/dir/fifo").c_str(), 0644), 0);
+    absl::StatusOr<std::unique_ptr<Env>> env =
+        NewConfinedEnv(root_, {.use_openat2 = GetParam()});
+    ASSERT_TRUE(env.ok()) << env.status();
+    env_ = *std::move(env);
+  }
+
+  testing::TempDir tmp_;
+  std::string root_;
+  std::string outside_;
+  std::unique_ptr<Env> env_;
+};
+
+TEST_P(ConfinedEnvTest, ReadsAndWritesBeneathTheRoot) {
+  EXPECT_EQ(env_->ConfinedRoot(), root_);
+  absl::StatusOr<std::string> text =
+      env_->ReadFileToString(root_ + "/dir/file", 100);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "inside");
+  ASSERT_TRUE(
+      WriteStringToNewFile(env_.get(), root_ + "/dir/sub/new", "x").ok());
+  ASSERT_TRUE(
+      env_->RenameNoReplace(root_ + "/dir/sub/new", root_ + "/dir/renamed")
+          .ok());
+  EXPECT_TRUE(env_->Stat(root_ + "/dir/renamed").ok());
+  absl::StatusOr<std::vector<DirEntry>> entries = env_->ListDir(root_);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  EXPECT_EQ(entries->size(), 3u);  // alias, dir, door
+  EXPECT_TRUE(env_->SyncDir(root_).ok());
+  EXPECT_TRUE(env_->SyncDir(root_ + "/dir").ok());
+}
+
+TEST_P(ConfinedEnvTest, RefusesEverySymbolicLinkOnThePath) {
+  for (const std::string& path :
+       {root_ + "/door/secret", root_ + "/alias/file", root_ + "/dir/link"}) {
+    SCOPED_TRACE(path);
+    absl::StatusOr<std::string> text = env_->ReadFileToString(path, 100);
+    EXPECT_EQ(text.status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_THAT(text.status().message(), HasSubstr("symbolic link"));
+  }
+  EXPECT_EQ(env_->CreateDir(root_ + "/door/made").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(WriteStringToNewFile(env_.get(), root_ + "/door/made", "x").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(env_->ListDir(root_ + "/door").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_FALSE(std::filesystem::exists(outside_ + "/made"));
+}
+
+TEST_P(ConfinedEnvTest, RefusesPathsOutsideTheRoot) {
+  for (const std::string& path :
+       {outside_ + "/secret", root_ + "/../outside/secret", root_ + "x/a",
+        std::string("/etc/passwd")}) {
+    SCOPED_TRACE(path);
+    EXPECT_EQ(env_->ReadFileToString(path, 100).status().code(),
+              absl::StatusCode::kPermissionDenied);
+  }
+}
+
+TEST_P(ConfinedEnvTest, RefusesSpecialFilesWithoutOpeningThem) {
+  // A FIFO would block open() forever.
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> file =
+      env_->NewRandomAccessFile(root_ + "/dir/fifo");
+  EXPECT_EQ(file.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(file.status().message(), HasSubstr("is a FIFO"));
+  EXPECT_EQ(env_->NewRandomAccessFile(root_ + "/dir").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_P(ConfinedEnvTest, LockFilesCanBeRemovedByTheirHolder) {
+  const std::string path = root_ + "/dir/lock";
+  absl::StatusOr<std::unique_ptr<FileLock>> first =
+      env_->LockFile(path, /*exclusive=*/true, /*wait=*/false);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(env_->LockFile(path, true, false).status().code(),
+            absl::StatusCode::kUnavailable);
+  // The holder removes the file, then unlocks: the next locker gets a lock
+  // on a fresh file that is linked at the name.
+  ASSERT_TRUE(env_->RemoveFile(path).ok());
+  first->reset();
+  absl::StatusOr<std::unique_ptr<FileLock>> second =
+      env_->LockFile(path, true, false);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(std::filesystem::exists(path));
+}
+
+TEST_P(ConfinedEnvTest, SetOwnershipChangesModeAndRefusesLinks) {
+  const std::string path = root_ + "/dir/file";
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  ASSERT_TRUE(env_->SetOwnership(path, {st.st_uid, st.st_gid, 0604}).ok());
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0604u);
+  EXPECT_EQ(env_->SetOwnership(root_ + "/dir/link", {0, 0, 0777}).code(),
+            absl::StatusCode::kPermissionDenied);
+  ASSERT_EQ(stat((outside_ + "/secret").c_str(), &st), 0);
+  EXPECT_NE(st.st_mode & 07777, 0777u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Resolution, ConfinedEnvTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Openat2" : "ComponentWalk";
+                         });
+
+TEST(NewConfinedEnvTest, RefusesAMissingRootAndAFile) {
+  testing::TempDir tmp;
+  EXPECT_EQ(NewConfinedEnv(tmp.Join("missing")).status().code(),
+            absl::StatusCode::kNotFound);
+  testing::WriteFileOrDie(tmp.Join("file"), "x");
+  EXPECT_EQ(NewConfinedEnv(tmp.Join("file")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace rbln
