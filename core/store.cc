@@ -500,8 +500,9 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   RBLN_ASSIGN_OR_RETURN(const bool is_artifact,
                         IsArtifactDir(env_, PathOf(name)));
   if (!is_artifact) {
-    // Artifact::Open says precisely what is missing.
-    return Artifact::Open(env_, PathOf(name)).status();
+    // Artifact::Open says precisely what is missing (unless it has just
+    // appeared, and then the write goes on).
+    RBLN_RETURN_IF_ERROR(Artifact::Open(env_, PathOf(name)).status());
   }
   if (!output_name.empty()) {
     RBLN_RETURN_IF_ERROR(CheckOutput(output_name, request.replace).status());

@@ -322,9 +322,9 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
     summary->set_artifact(name);
     absl::StatusOr<Artifact> artifact = store_->Read(name);
     if (!artifact.ok()) {
-      summary->set_error(
+      summary->set_error(TruncateMessage(
           absl::StrCat(absl::StatusCodeToString(artifact.status().code()), ": ",
-                       artifact.status().message()));
+                       artifact.status().message())));
       continue;
     }
     summary->set_kvcache_num_blocks(artifact->current_num_blocks());
