@@ -70,6 +70,7 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
     return absl::NotFoundError(
         absl::StrCat("no artifact directory at ", dir, " (not a directory)"));
   }
+  artifact.dir_stat_ = *dir_stat;
   const std::string config_path = JoinPath(dir, kRblnConfigFileName);
   absl::StatusOr<std::string> text =
       env->ReadFileToString(config_path, kMaxConfigBytes);

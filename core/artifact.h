@@ -22,8 +22,9 @@
 namespace rbln {
 
 inline constexpr char kPrefillGraphName[] = "prefill";
-// rbln_config.json larger than this is refused (real ones are a few KiB).
-inline constexpr uint64_t kMaxConfigBytes = 16 << 20;
+// rbln_config.json larger than this is refused (real ones are a few KiB; a
+// multimodal one some tens of KiB).
+inline constexpr uint64_t kMaxConfigBytes = 1 << 20;
 
 struct ContainerFile {
   std::string file_name;  // "prefill.rbln"
@@ -55,6 +56,8 @@ class Artifact {
                                        const ArtifactOptions& options = {});
 
   const std::string& dir() const { return dir_; }
+  // The directory as it was opened (its device and inode name it).
+  const FileStat& dir_stat() const { return dir_stat_; }
   const RblnConfig& config() const { return config_; }
   // The exact text of rbln_config.json as read.
   const std::string& config_text() const { return config_text_; }
@@ -79,6 +82,7 @@ class Artifact {
   absl::Status CheckAgreement() const;
 
   std::string dir_;
+  FileStat dir_stat_{};
   RblnConfig config_;
   std::string config_text_;
   std::vector<ContainerFile> containers_;

@@ -68,10 +68,20 @@ TEST(TextTest, EchoEscapesAndBoundsItsOutput) {
   EXPECT_LE(echoed.size(), kMaxEchoBytes + 32);
   EXPECT_THAT(echoed, HasSubstr("more bytes)"));
   EXPECT_EQ(LogValue("say \"hi\"\n"), "\"say \\\"hi\\\"\\n\"");
-  EXPECT_EQ(TruncateMessage("short", 10), "short");
-  const std::string cut = TruncateMessage(std::string(50, 'x'), 20);
+  EXPECT_EQ(WireText("short", 10), "short");
+  const std::string cut = WireText(std::string(50, 'x'), 20);
   EXPECT_EQ(cut.size(), 20u);
   EXPECT_THAT(cut, HasSubstr("(cut)"));
+  // Valid UTF-8 stays; invalid bytes and control characters are escaped;
+  // a cut never splits a character.
+  EXPECT_EQ(WireText("caf\xc3\xa9 \xff\x1b[31m\n"),
+            "caf\xc3\xa9 \\xff\\x1b[31m\\n");
+  const std::string wide = WireText(std::string(600, '\xc3') + "", 30);
+  EXPECT_LE(wide.size(), 30u);
+  std::string accents_in;
+  for (int i = 0; i < 8; ++i) accents_in += "\xc3\xa9";
+  const std::string accents = WireText(accents_in, 13);
+  EXPECT_EQ(accents, "\xc3\xa9\xc3\xa9... (cut)");
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/rbln_config.h"
 #include "core/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -204,6 +205,15 @@ std::string HeaderDefect(const v1::ContainerHeader& header,
                          uint64_t payload_length) {
   if (header.num_nodes() < 1) return "header has num_nodes 0";
   if (header.chiplets_per_node() < 1) return "header has chiplets_per_node 0";
+  if (header.num_nodes() > kMaxNumDevices) {
+    return absl::StrCat("header has ", header.num_nodes(),
+                        " nodes, more than the ", kMaxNumDevices, " allowed");
+  }
+  if (header.chiplets_per_node() > kMaxChipletsPerNode) {
+    return absl::StrCat("header has ", header.chiplets_per_node(),
+                        " chiplets per node, more than the ",
+                        kMaxChipletsPerNode, " allowed");
+  }
   auto placement_defect = [&](absl::string_view kind, absl::string_view name,
                               const v1::Placement& placement) -> std::string {
     if (placement.node() >= header.num_nodes() ||

@@ -4,8 +4,11 @@
 //
 // All methods return absl::Status values built from errno with the path and
 // the operation in the message; ENOSPC and EDQUOT map to RESOURCE_EXHAUSTED,
-// ENOENT to NOT_FOUND, EEXIST to ALREADY_EXISTS, EACCES/EPERM to
-// PERMISSION_DENIED, EXDEV to FAILED_PRECONDITION, anything else to INTERNAL.
+// ENOENT and ENOTDIR to NOT_FOUND, EEXIST to ALREADY_EXISTS, EACCES, EPERM
+// and EROFS to PERMISSION_DENIED, ELOOP (a symbolic link) to
+// PERMISSION_DENIED, EXDEV and ENXIO to FAILED_PRECONDITION, EWOULDBLOCK to
+// UNAVAILABLE, EINVAL and ENAMETOOLONG to INVALID_ARGUMENT, anything else to
+// INTERNAL.
 //
 // No method follows a symbolic link in the last component of its path, and
 // files are opened for reading only when they are regular files (a FIFO, a
@@ -13,7 +16,9 @@
 // A symbolic link where none is followed is PERMISSION_DENIED.
 //
 // Confinement (NewConfinedEnv): an Env confined to a root takes only paths at
-// or below that root, and resolves each one afresh, inside the kernel,
+// or below that root (and shorter than PATH_MAX), creates files 0600 and
+// directories 0700 (their final owner and mode are set once written), and
+// resolves each path afresh, inside the kernel,
 // beneath a descriptor of the root that it opened once: the parent directory
 // with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 // (or, where openat2 is missing or filtered, one O_NOFOLLOW | O_DIRECTORY
@@ -121,8 +126,8 @@ class Env {
   // takes any path.
   virtual std::string ConfinedRoot() const = 0;
 
-  // Opens a regular file for reading (FAILED_PRECONDITION for anything
-  // else: a directory, a FIFO, a device, a socket).
+  // Opens a regular file for reading (FAILED_PRECONDITION for a directory,
+  // a FIFO, a device or a socket; PERMISSION_DENIED for a symbolic link).
   virtual absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) = 0;
   // Creates `path`, which must not exist (O_EXCL), with mode 0644.
@@ -163,8 +168,9 @@ class Env {
   // missing. With `wait` false it fails fast with UNAVAILABLE when another
   // open file description holds a conflicting lock. Once locked, the file is
   // checked to still be the one linked at `path` (else it starts again), so
-  // a holder may remove the lock file before it unlocks: see
-  // docs/commit-protocol.md.
+  // an exclusive holder may remove the lock file before it unlocks: see
+  // docs/commit-protocol.md. UNAVAILABLE also when the file was replaced
+  // under it 100 times running.
   virtual absl::StatusOr<std::unique_ptr<FileLock>> LockFile(
       const std::string& path, bool exclusive, bool wait) = 0;
 };
@@ -263,7 +269,10 @@ absl::Status WriteStringToNewFile(Env* env, const std::string& path,
                                   absl::string_view data);
 
 // Removes `path` and everything below it (does not follow symlinks). Goes on
-// past errors, removing what it can, and returns the first error.
+// past errors, removing what it can, and returns the first error. A tree
+// nested deeper than kMaxRemoveTreeDepth is left in place (an error), so
+// that no tree someone built can exhaust the stack.
+inline constexpr int kMaxRemoveTreeDepth = 128;
 absl::Status RemoveTree(Env* env, const std::string& path);
 
 // Copies a regular file's bytes into a new file at `to` (kernel-side copy),

@@ -1,6 +1,7 @@
 // The POSIX (Linux) Env.
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
 #include <stdio.h>
@@ -319,7 +320,8 @@ class PosixEnv : public Env {
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("create", path));
     // O_EXCL: never an existing file, nor a symbolic link's target.
     int fd = openat(at.dir, at.leaf.c_str(),
-                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    create_file_mode());
     if (fd < 0) return ErrnoStatus("create", path, errno);
     return std::make_unique<PosixWritableFile>(path, fd);
   }
@@ -404,7 +406,7 @@ class PosixEnv : public Env {
 
   absl::Status CreateDir(const std::string& path) override {
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("mkdir", path));
-    if (mkdirat(at.dir, at.leaf.c_str(), 0755) != 0) {
+    if (mkdirat(at.dir, at.leaf.c_str(), create_dir_mode()) != 0) {
       return ErrnoStatus("mkdir", path, errno);
     }
     return absl::OkStatus();
@@ -524,6 +526,12 @@ class PosixEnv : public Env {
   }
 
  private:
+  // A confined Env creates what only its owner may read: the store gives
+  // every file and directory its final owner and mode once written, and a
+  // staged copy of a private artifact must not be readable before then.
+  mode_t create_file_mode() const { return root_.empty() ? 0644 : 0600; }
+  mode_t create_dir_mode() const { return root_.empty() ? 0755 : 0700; }
+
   absl::Status RenameAt(absl::string_view op, const std::string& from,
                         const std::string& to, unsigned flags) {
     RBLN_ASSIGN_OR_RETURN(Location src, Locate(op, from));
@@ -548,6 +556,10 @@ class PosixEnv : public Env {
       return at;
     }
     absl::string_view rel = path;
+    if (path.size() >= PATH_MAX) {
+      // Both ways of resolving refuse it alike (openat2 would by itself).
+      return ErrnoStatus(op, path, ENAMETOOLONG);
+    }
     if (!absl::ConsumePrefix(&rel, root_) ||
         (!rel.empty() && !absl::ConsumePrefix(&rel, "/"))) {
       return absl::PermissionDeniedError(
@@ -710,16 +722,29 @@ absl::Status WriteStringToNewFile(Env* env, const std::string& path,
   return file->Close();
 }
 
-absl::Status RemoveTree(Env* env, const std::string& path) {
+namespace {
+
+absl::Status RemoveTreeAt(Env* env, const std::string& path, int depth) {
   RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(path));
   if (st.type != FileType::kDirectory) return env->RemoveFile(path);
+  if (depth >= kMaxRemoveTreeDepth) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " nests directories deeper than ",
+                     kMaxRemoveTreeDepth, " levels; it is left in place"));
+  }
   RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env->ListDir(path));
   absl::Status first;
   for (const DirEntry& entry : entries) {
-    first.Update(RemoveTree(env, JoinPath(path, entry.name)));
+    first.Update(RemoveTreeAt(env, JoinPath(path, entry.name), depth + 1));
   }
   first.Update(env->RemoveDir(path));
   return first;
+}
+
+}  // namespace
+
+absl::Status RemoveTree(Env* env, const std::string& path) {
+  return RemoveTreeAt(env, path, 0);
 }
 
 absl::Status CopyFile(Env* env, const std::string& from,

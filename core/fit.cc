@@ -22,13 +22,18 @@ uint64_t Saturate(absl::uint128 value) {
   return value > kMax ? kMax : static_cast<uint64_t>(value);
 }
 
-// kv(b, m) without saturation, so that a sum past 2^64 never "fits".
+// kv(b, m), saturating at 2^64 (one past the largest byte count), so that a
+// sum past 2^64 never "fits" and never wraps in 128 bits.
 absl::uint128 KvBytesExact(const MemoryBucket& bucket, uint64_t num_blocks) {
+  const absl::uint128 past = absl::uint128(kMax) + 1;
   absl::uint128 total = 0;
+  auto add = [&](absl::uint128 bytes) {
+    total = std::min(past, total + AlignUp(std::min(past, bytes)));
+  };
   for (uint64_t per_block : bucket.kv_per_block) {
-    total += AlignUp(absl::uint128(per_block) * num_blocks);
+    add(absl::uint128(per_block) * num_blocks);
   }
-  for (uint64_t fixed : bucket.kv_fixed) total += AlignUp(fixed);
+  for (uint64_t fixed : bucket.kv_fixed) add(fixed);
   return total;
 }
 
@@ -138,12 +143,14 @@ FitResult FitModel(const MemoryModel& model, uint64_t budget_per_chiplet) {
   FitResult result;
   result.num_full_blocks = model.num_full_blocks;
   result.budget_per_chiplet = budget_per_chiplet;
-  if (Fits(model, budget_per_chiplet, model.num_full_blocks)) {
-    result.num_blocks = model.num_full_blocks;
+  // A count is never above kMaxNumBlocks, whatever the full count.
+  const uint64_t cap = std::min(model.num_full_blocks, kMaxNumBlocks);
+  if (Fits(model, budget_per_chiplet, cap)) {
+    result.num_blocks = cap;
   } else {
     // Invariant: fits(lo) or lo == 0; !fits(hi).
     uint64_t lo = 0;
-    uint64_t hi = model.num_full_blocks;
+    uint64_t hi = cap;
     while (hi - lo > 1) {
       const uint64_t mid = lo + (hi - lo) / 2;
       if (Fits(model, budget_per_chiplet, mid)) {

@@ -103,8 +103,11 @@ absl::StatusOr<int64_t> GetInteger(const Value& value, const std::string& field,
 absl::StatusOr<uint32_t> GetDeviceCount(const Value& value,
                                         const std::string& field,
                                         absl::string_view path) {
-  if (!value.IsUint() || value.GetUint() == 0) {
-    return TypeError(field, path, "a positive 32-bit integer", value);
+  if (!value.IsUint() || value.GetUint() == 0 ||
+      value.GetUint() > kMaxNumDevices) {
+    return TypeError(field, path,
+                     absl::StrCat("an integer from 1 to ", kMaxNumDevices),
+                     value);
   }
   return value.GetUint();
 }

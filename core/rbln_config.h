@@ -26,6 +26,13 @@ inline constexpr char kRblnConfigFileName[] = "rbln_config.json";
 // one is refused before any byte count is computed from it.
 inline constexpr uint64_t kMaxNumBlocks = (uint64_t{1} << 31) - 1;
 
+// Hard upper bounds on the devices an artifact spans and the chiplets of
+// each, in rbln_config.json and in container headers: far above any real
+// machine (tensor parallelism of 8 or 16, 4 chiplets), and low enough that a
+// memory model of nodes x chiplets buckets stays small whatever a file says.
+inline constexpr uint32_t kMaxNumDevices = 256;
+inline constexpr uint32_t kMaxChipletsPerNode = 64;
+
 // One entry of `kvcache_metas`.
 struct KvcacheMeta {
   std::string name;

@@ -22,11 +22,15 @@ std::string HumanBytes(uint64_t bytes) {
   return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
 }
 
+// Companion directories nest a few levels (tokenizer/, assets/); a deeper
+// tree in an artifact is refused rather than walked.
+constexpr int kMaxCompanionDepth = 32;
+
 // Copies (or links) the companion entry `name` of `from_dir` into `to_dir`,
 // recursing into directories, which are fsynced.
 absl::Status CopyCompanion(Env* env, const std::string& from_dir,
                            const std::string& to_dir, const std::string& name,
-                           bool link) {
+                           bool link, int depth = 0) {
   const std::string from = JoinPath(from_dir, name);
   const std::string to = JoinPath(to_dir, name);
   RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(from));
@@ -36,10 +40,16 @@ absl::Status CopyCompanion(Env* env, const std::string& from_dir,
       if (link && env->Link(from, to).ok()) return absl::OkStatus();
       return CopyFile(env, from, to);
     case FileType::kDirectory: {
+      if (depth >= kMaxCompanionDepth) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(from, " nests directories deeper than ",
+                         kMaxCompanionDepth, " levels; artifacts do not"));
+      }
       RBLN_RETURN_IF_ERROR(env->CreateDir(to));
       RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env->ListDir(from));
       for (const DirEntry& entry : entries) {
-        RBLN_RETURN_IF_ERROR(CopyCompanion(env, from, to, entry.name, link));
+        RBLN_RETURN_IF_ERROR(
+            CopyCompanion(env, from, to, entry.name, link, depth + 1));
       }
       RBLN_RETURN_IF_ERROR(env->SetOwnership(to, FileOwnership::Of(st)));
       return env->SyncDir(to);

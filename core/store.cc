@@ -1,6 +1,7 @@
 #include "core/store.h"
 
 #include <stdlib.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,10 @@ namespace {
 
 constexpr absl::string_view kStagingInfix = ".staging-";
 constexpr size_t kStagingRandomDigits = 16;
+// How deep below the root the store is searched for artifacts and debris.
+// Real stores nest a few levels (team/model/variant); a deeper tree is
+// someone's mistake or attack and is not walked.
+constexpr int kMaxStoreDepth = 32;
 // How often a writer waiting for a lock looks whether it was cancelled.
 constexpr absl::Duration kLockPollInterval = absl::Milliseconds(20);
 
@@ -82,6 +87,15 @@ void RemoveStaging(Env* env, const std::string& path) {
   }
 }
 
+// The payload bytes of all of `artifact`'s containers.
+uint64_t PayloadBytes(const Artifact& artifact) {
+  uint64_t total = 0;
+  for (const ContainerFile& file : artifact.containers()) {
+    total += file.container.preamble.payload_length;
+  }
+  return total;
+}
+
 bool IsCancelled(const std::function<bool()>& is_cancelled) {
   return is_cancelled && is_cancelled();
 }
@@ -98,10 +112,15 @@ absl::Status CheckCancelled(const WriteRequest& request) {
 }  // namespace
 
 std::string StagingNameFor(absl::string_view name) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
   static constexpr char kHex[] = "0123456789abcdef";
   std::string suffix(kStagingRandomDigits, '0');
-  uint64_t bits = rng();
+  // From the kernel each time: a name someone could predict could be
+  // created first, in their place.
+  uint64_t bits = 0;
+  if (getrandom(&bits, sizeof(bits), 0) != sizeof(bits)) {
+    thread_local std::mt19937_64 fallback(std::random_device{}());
+    bits = fallback();
+  }
   for (char& c : suffix) {
     c = kHex[bits & 0xf];
     bits >>= 4;
@@ -175,8 +194,8 @@ class ArtifactStore::ArtifactLock {
   ~ArtifactLock() {
     absl::Status removed = env_->RemoveFile(path_);
     if (!removed.ok() && !absl::IsNotFound(removed)) {
-      spdlog::debug("could not remove lock file {}: {}", LogValue(path_),
-                    LogValue(removed.message()));
+      spdlog::warn("could not remove lock file {}: {}", LogValue(path_),
+                   LogValue(removed.message()));
     }
     lock_.reset();  // unlocks, after the removal
   }
@@ -305,6 +324,18 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(
   for (const std::string& dir : {state_dir, JoinPath(state_dir, "locks")}) {
     absl::Status made = env->CreateDir(dir);
     if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
+    // Whoever controls the lock files controls who may write: they must be
+    // the daemon's own.
+    RBLN_ASSIGN_OR_RETURN(FileStat dir_st, env->Stat(dir));
+    if (dir_st.type != FileType::kDirectory || dir_st.uid != geteuid() ||
+        (dir_st.mode & 022) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "state directory ", dir,
+          " must be a directory owned by the daemon's user (uid ", geteuid(),
+          ") and writable by no one else; it is owned by uid ", dir_st.uid,
+          " with mode ", absl::Hex(dir_st.mode),
+          ": remove it (it holds no data) or chown/chmod it"));
+    }
   }
   const std::string lock_path = JoinPath(state_dir, "LOCK");
   absl::StatusOr<std::unique_ptr<FileLock>> lock =
@@ -321,39 +352,86 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(
   store->store_lock_ = *std::move(lock);
   RBLN_RETURN_IF_ERROR(
       store->store_lock_->WriteContents(absl::StrCat(getpid(), "\n")));
-  RBLN_RETURN_IF_ERROR(store->RemoveDebris(""));
+  store->RemoveStaleLockFiles(JoinPath(state_dir, "locks"));
+  RBLN_RETURN_IF_ERROR(store->RemoveDebris());
   return store;
 }
 
-absl::Status ArtifactStore::RemoveDebris(const std::string& rel_dir) {
-  RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries,
-                        env_->ListDir(PathOf(rel_dir)));
-  for (const DirEntry& entry : entries) {
-    if (entry.type != FileType::kDirectory) continue;
-    const std::string rel =
-        rel_dir.empty() ? entry.name : JoinPath(rel_dir, entry.name);
-    std::optional<std::string> owner = StagedArtifactName(entry.name);
-    if (owner.has_value()) {
-      const std::string artifact =
-          rel_dir.empty() ? *owner : JoinPath(rel_dir, *owner);
-      // A staging directory whose artifact is locked belongs to a live
-      // writer in another process: not debris.
-      absl::StatusOr<std::unique_ptr<ArtifactLock>> busy =
-          ArtifactLock::Acquire(this, artifact, /*wait=*/false, nullptr);
-      if (!busy.ok()) continue;
-      spdlog::warn(
-          "recovery: removing staging directory {} left by an "
-          "interrupted commit of {}",
-          LogValue(PathOf(rel)), LogValue(artifact));
-      RemoveStaging(env_, PathOf(rel));
-      recovered_.push_back(rel);
+void ArtifactStore::RemoveStaleLockFiles(const std::string& dir) {
+  absl::StatusOr<std::vector<DirEntry>> entries = env_->ListDir(dir);
+  if (!entries.ok()) return;
+  for (const DirEntry& entry : *entries) {
+    const std::string path = JoinPath(dir, entry.name);
+    // A lock file left by a writer that was killed; one that a maintenance
+    // tool holds now stays.
+    absl::StatusOr<std::unique_ptr<FileLock>> stale =
+        env_->LockFile(path, /*exclusive=*/true, /*wait=*/false);
+    if (!stale.ok()) continue;
+    absl::Status removed = env_->RemoveFile(path);
+    if (!removed.ok()) {
+      spdlog::warn("could not remove stale lock file {}: {}", LogValue(path),
+                   LogValue(removed.message()));
+    }
+  }
+}
+
+absl::Status ArtifactStore::WalkStore(const StoreVisitor& visit) {
+  std::vector<std::pair<std::string, int>> pending = {{"", 0}};
+  while (!pending.empty()) {
+    const auto [rel, depth] = std::move(pending.back());
+    pending.pop_back();
+    absl::StatusOr<std::vector<DirEntry>> entries = env_->ListDir(PathOf(rel));
+    if (!entries.ok()) {
+      // The root must be readable; one bad directory below it (removed
+      // meanwhile, unreadable, too deep a path) must not hide the rest.
+      if (rel.empty()) return entries.status();
+      spdlog::warn("skipping {} of the store: {}", LogValue(rel),
+                   LogValue(entries.status().message()));
       continue;
     }
-    if (absl::StartsWith(entry.name, ".")) continue;
-    if (IsArtifactDir(env_, PathOf(rel)).value_or(false)) continue;
-    RBLN_RETURN_IF_ERROR(RemoveDebris(rel));
+    for (std::string& child : visit(rel, *entries)) {
+      if (depth + 1 >= kMaxStoreDepth) {
+        spdlog::warn("not looking into {}: deeper than {} directories",
+                     LogValue(child), kMaxStoreDepth);
+        continue;
+      }
+      pending.emplace_back(std::move(child), depth + 1);
+    }
   }
   return absl::OkStatus();
+}
+
+absl::Status ArtifactStore::RemoveDebris() {
+  return WalkStore(
+      [this](const std::string& rel_dir, const std::vector<DirEntry>& entries) {
+        std::vector<std::string> descend;
+        for (const DirEntry& entry : entries) {
+          if (entry.type != FileType::kDirectory) continue;
+          const std::string rel =
+              rel_dir.empty() ? entry.name : JoinPath(rel_dir, entry.name);
+          std::optional<std::string> owner = StagedArtifactName(entry.name);
+          if (owner.has_value()) {
+            const std::string artifact =
+                rel_dir.empty() ? *owner : JoinPath(rel_dir, *owner);
+            // A staging directory whose artifact is locked belongs to a live
+            // writer in another process: not debris.
+            absl::StatusOr<std::unique_ptr<ArtifactLock>> busy =
+                ArtifactLock::Acquire(this, artifact, /*wait=*/false, nullptr);
+            if (!busy.ok()) continue;
+            spdlog::warn(
+                "recovery: removing staging directory {} left by an "
+                "interrupted commit of {}",
+                LogValue(PathOf(rel)), LogValue(artifact));
+            RemoveStaging(env_, PathOf(rel));
+            recovered_.push_back(rel);
+            continue;
+          }
+          if (absl::StartsWith(entry.name, ".")) continue;
+          if (IsArtifactDir(env_, PathOf(rel)).value_or(false)) continue;
+          descend.push_back(rel);
+        }
+        return descend;
+      });
 }
 
 absl::StatusOr<std::string> ArtifactStore::CanonicalName(
@@ -418,26 +496,23 @@ absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
 
 absl::StatusOr<std::vector<std::string>> ArtifactStore::List() {
   std::vector<std::string> names;
-  std::vector<std::string> pending = {""};
-  while (!pending.empty()) {
-    const std::string rel = std::move(pending.back());
-    pending.pop_back();
-    RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries,
-                          env_->ListDir(PathOf(rel)));
+  RBLN_RETURN_IF_ERROR(WalkStore([&](const std::string& rel,
+                                     const std::vector<DirEntry>& entries) {
+    std::vector<std::string> descend;
     for (const DirEntry& entry : entries) {
       if (entry.type != FileType::kDirectory ||
           absl::StartsWith(entry.name, ".")) {
         continue;
       }
-      const std::string child =
-          rel.empty() ? entry.name : JoinPath(rel, entry.name);
+      std::string child = rel.empty() ? entry.name : JoinPath(rel, entry.name);
       if (IsArtifactDir(env_, PathOf(child)).value_or(false)) {
-        names.push_back(child);
+        names.push_back(std::move(child));
       } else {
-        pending.push_back(child);
+        descend.push_back(std::move(child));
       }
     }
-  }
+    return descend;
+  }));
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -513,13 +588,17 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   return WriteLocked(request, name, output_name);
 }
 
-absl::Status ArtifactStore::VerifyBeforeCopy(const Artifact& artifact,
-                                             bool requested) {
-  uint64_t payload = 0;
-  for (const ContainerFile& file : artifact.containers()) {
-    payload += file.container.preamble.payload_length;
+absl::Status ArtifactStore::VerifyBeforeCopy(
+    const Artifact& artifact, bool requested,
+    std::vector<std::string>* warnings) {
+  const uint64_t payload = PayloadBytes(artifact);
+  if (!requested && payload > kCheapVerifyBytes) {
+    warnings->push_back(absl::StrCat(
+        "payload checksums were not checked: ", (payload >> 20) + 1,
+        " MiB were cloned unread (ask to verify, rbln-artifact --verify, to "
+        "check them first)"));
+    return absl::OkStatus();
   }
-  if (!requested && payload > kCheapVerifyBytes) return absl::OkStatus();
   for (const ContainerFile& file : artifact.containers()) {
     const std::string path = JoinPath(artifact.dir(), file.file_name);
     RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> in,
@@ -584,16 +663,14 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
   RBLN_ASSIGN_OR_RETURN(ResizePlan plan,
                         Plan(request, name, output_name, artifact, &result));
   if (!(output_name.empty() && plan.is_no_op())) {
-    RBLN_RETURN_IF_ERROR(VerifyBeforeCopy(artifact, request.verify));
+    RBLN_RETURN_IF_ERROR(
+        VerifyBeforeCopy(artifact, request.verify, &result.warnings));
   }
 
   WriteResizedOptions write_options;
   write_options.is_cancelled = request.is_cancelled;
   if (request.progress) {
-    uint64_t total = 0;
-    for (const ContainerFile& file : artifact.containers()) {
-      total += file.container.preamble.payload_length;
-    }
+    const uint64_t total = PayloadBytes(artifact);
     auto done = std::make_shared<uint64_t>(0);
     write_options.on_copied = [done, total,
                                progress = request.progress](uint64_t bytes) {
@@ -615,10 +692,47 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
 }
 
 absl::Status ArtifactStore::Exchange(const std::string& name,
-                                     const std::string& staging) {
+                                     const std::string& staging,
+                                     const FileStat& expected,
+                                     const std::function<bool()>& is_cancelled,
+                                     bool* staging_is_theirs) {
+  *staging_is_theirs = false;
   std::shared_ptr<LockEntry> entry = Entry(name);
-  absl::WriterMutexLock lock(&entry->rw);
-  return env_->RenameExchange(staging, PathOf(name));
+  // Readers hold the lock only while they read headers, but a caller that
+  // gives up must not wait for them.
+  while (!entry->rw.TryLock()) {
+    if (IsCancelled(is_cancelled)) {
+      return absl::CancelledError(
+          absl::StrCat("the write was cancelled while readers held ",
+                       Echo(name), "; nothing was changed"));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  absl::Status status = env_->RenameExchange(staging, PathOf(name));
+  if (status.ok()) {
+    // What came out must be the directory this write read or checked: a
+    // tree someone put there meanwhile is swapped back, never removed. (A
+    // failure to look is not proof of a swap: the commit stands.)
+    absl::StatusOr<FileStat> out = env_->Stat(staging);
+    if (out.ok() &&
+        (out->device != expected.device || out->inode != expected.inode)) {
+      absl::Status back = env_->RenameExchange(staging, PathOf(name));
+      *staging_is_theirs = !back.ok();
+      status =
+          back.ok()
+              ? absl::AbortedError(absl::StrCat(
+                    Echo(name),
+                    " was replaced by another directory while the write ran; "
+                    "nothing was changed (read it again and retry)"))
+              : absl::InternalError(absl::StrCat(
+                    Echo(name),
+                    " was replaced by another directory while the write ran, "
+                    "and swapping it back failed (",
+                    back.message(), "); it is at ", Echo(staging)));
+    }
+  }
+  entry->rw.Unlock();
+  return status;
 }
 
 namespace {
@@ -674,7 +788,11 @@ absl::Status ArtifactStore::CommitInPlace(
   options.link_companions = true;
   RBLN_RETURN_IF_ERROR(Stage(artifact, plan, staging,
                              absl::StrCat("the resized ", name), options));
-  absl::Status status = Exchange(name, staging);
+  bool staging_is_theirs = false;
+  absl::Status status =
+      Exchange(name, staging, artifact.dir_stat(), write_options.is_cancelled,
+               &staging_is_theirs);
+  if (staging_is_theirs) return status;
   if (!status.ok()) {
     RemoveStaging(env_, staging);
     return status;
@@ -685,8 +803,8 @@ absl::Status ArtifactStore::CommitInPlace(
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> ArtifactStore::CheckOutput(const std::string& output_name,
-                                                bool replace) {
+absl::StatusOr<std::optional<FileStat>> ArtifactStore::CheckOutput(
+    const std::string& output_name, bool replace) {
   const std::string dest = PathOf(output_name);
   const std::string parent = Dirname(dest);
   RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> parent_st,
@@ -701,7 +819,7 @@ absl::StatusOr<bool> ArtifactStore::CheckOutput(const std::string& output_name,
   }
   RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> dest_st,
                         StatIfExists(env_, dest));
-  if (!dest_st.has_value()) return false;
+  if (!dest_st.has_value()) return std::nullopt;
   if (dest_st->type == FileType::kSymlink) {
     return ErrnoToStatus("open", dest, ELOOP);
   }
@@ -723,7 +841,7 @@ absl::StatusOr<bool> ArtifactStore::CheckOutput(const std::string& output_name,
                        ": it is neither empty nor a compiled artifact"));
     }
   }
-  return true;
+  return dest_st;
 }
 
 absl::Status ArtifactStore::CommitToOutput(
@@ -732,15 +850,21 @@ absl::Status ArtifactStore::CommitToOutput(
     const WriteResizedOptions& write_options,
     std::vector<std::string>* warnings) {
   // Checked again under the lease: the destination may have appeared since.
-  RBLN_ASSIGN_OR_RETURN(const bool exists, CheckOutput(output_name, replace));
+  RBLN_ASSIGN_OR_RETURN(const std::optional<FileStat> existing,
+                        CheckOutput(output_name, replace));
+  const bool exists = existing.has_value();
   const std::string dest = PathOf(output_name);
   const std::string parent = Dirname(dest);
   const std::string staging = JoinPath(parent, StagingNameFor(Basename(dest)));
   RBLN_RETURN_IF_ERROR(Stage(artifact, plan, staging,
                              absl::StrCat("the resized copy ", output_name),
                              write_options));
-  absl::Status status = exists ? Exchange(output_name, staging)
-                               : env_->RenameNoReplace(staging, dest);
+  bool staging_is_theirs = false;
+  absl::Status status =
+      exists ? Exchange(output_name, staging, *existing,
+                        write_options.is_cancelled, &staging_is_theirs)
+             : env_->RenameNoReplace(staging, dest);
+  if (staging_is_theirs) return status;
   if (!status.ok()) {
     RemoveStaging(env_, staging);
     if (absl::IsAlreadyExists(status)) {

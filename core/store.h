@@ -11,7 +11,8 @@
 //   renameat2(RENAME_NOREPLACE) (or, when replacing, an exchange).
 // * Crash safety. At every instant the artifact path holds the complete old
 //   or the complete new version. Opening a store removes staging debris that
-//   a crash left (and nothing else).
+//   a crash left, recognised by name (so a directory that someone renames to
+//   a staging name is removed too: docs/security.md, "Known limits").
 // * Locks. Per artifact: writers exclude each other (in process, and across
 //   processes by an flock in the state directory); readers share and only
 //   wait for the instant of an exchange. A store is opened by one process at
@@ -114,9 +115,11 @@ struct WriteResult {
 
 class ArtifactStore {
  public:
-  // Opens the store at `root` (an existing directory): takes the store LOCK
-  // (FAILED_PRECONDITION naming the holder's pid when another process has
-  // it), then removes staging debris under the root (see recovered()).
+  // Opens the store at `root` (an existing directory): checks that the state
+  // directory belongs to this process's user and no one else may write it,
+  // takes the store LOCK (FAILED_PRECONDITION naming the holder's pid when
+  // another process has it), removes lock files nobody holds, then removes
+  // staging debris under the root (see recovered()).
   // `env` must be confined to the root (NewConfinedEnv, or a wrapper of
   // one): FAILED_PRECONDITION otherwise.
   static absl::StatusOr<std::unique_ptr<ArtifactStore>> Open(
@@ -162,7 +165,17 @@ class ArtifactStore {
   std::string LockFilePath(const std::string& canonical_name) const;
   // INVALID_ARGUMENT when a proper ancestor of the name is an artifact.
   absl::Status CheckNotInsideArtifact(const std::string& canonical_name);
-  absl::Status RemoveDebris(const std::string& rel_dir);
+  // Visits the store's directories, from the root down (at most
+  // kMaxStoreDepth deep): `visit` gets a directory's store-relative name and
+  // entries and returns the child directories to look into. A directory
+  // below the root that cannot be read is logged and skipped.
+  using StoreVisitor = std::function<std::vector<std::string>(
+      const std::string& rel, const std::vector<DirEntry>& entries)>;
+  absl::Status WalkStore(const StoreVisitor& visit);
+  absl::Status RemoveDebris();
+  // Removes the lock files in `dir` that nobody holds (left by a writer
+  // that was killed), as their holder would have.
+  void RemoveStaleLockFiles(const std::string& dir);
   // Reads the request against `artifact` (compare-and-set, device, guards,
   // output checks) into `result`; returns the resize to make.
   absl::StatusOr<ResizePlan> Plan(const WriteRequest& request,
@@ -172,7 +185,9 @@ class ArtifactStore {
                                   WriteResult* result);
   // Checks the payload checksums of `artifact` before a write copies it:
   // always when `requested`, else when that is cheap (kCheapVerifyBytes).
-  absl::Status VerifyBeforeCopy(const Artifact& artifact, bool requested);
+  // When the payload is not checked, says so in `warnings`.
+  absl::Status VerifyBeforeCopy(const Artifact& artifact, bool requested,
+                                std::vector<std::string>* warnings);
   absl::StatusOr<WriteResult> WriteLocked(const WriteRequest& request,
                                           const std::string& name,
                                           const std::string& output_name);
@@ -190,13 +205,24 @@ class ArtifactStore {
   // Whether the output exists (and may be replaced); the errors a real
   // write would give for it (parent missing, exists without replace, not
   // replaceable).
-  absl::StatusOr<bool> CheckOutput(const std::string& output_name,
-                                   bool replace);
+  // Returns the existing destination (to be replaced), or nullopt.
+  absl::StatusOr<std::optional<FileStat>> CheckOutput(
+      const std::string& output_name, bool replace);
   absl::Status CommitToOutput(const Artifact& artifact, const ResizePlan& plan,
                               const std::string& output_name, bool replace,
                               const WriteResizedOptions& write_options,
                               std::vector<std::string>* warnings);
-  absl::Status Exchange(const std::string& name, const std::string& staging);
+  // Swaps `staging` in at `name`, holding the artifact's reader lock
+  // exclusively for that instant (CANCELLED, changing nothing, when
+  // `is_cancelled` says so while readers hold it). What comes out must be
+  // `expected` (by device and inode), the directory the write read or
+  // checked; one that someone put there meanwhile is swapped back: ABORTED,
+  // nothing changed, or INTERNAL with `*staging_is_theirs` set when swapping
+  // back failed (their tree is then at `staging` and must not be removed).
+  absl::Status Exchange(const std::string& name, const std::string& staging,
+                        const FileStat& expected,
+                        const std::function<bool()>& is_cancelled,
+                        bool* staging_is_theirs);
 
   std::unique_ptr<Env> owned_env_;  // when opened without an Env
   Env* const env_;

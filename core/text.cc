@@ -1,5 +1,7 @@
 #include "core/text.h"
 
+#include <vector>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
@@ -26,11 +28,67 @@ std::string EscapeAndCut(absl::string_view s, size_t max_bytes) {
 
 std::string Echo(absl::string_view s) { return EscapeAndCut(s, kMaxEchoBytes); }
 
-std::string TruncateMessage(absl::string_view message, size_t max_bytes) {
+namespace {
+
+// The length of the valid UTF-8 sequence of two or more bytes at the start
+// of `s`, or 0 (RFC 3629: no overlong forms, no surrogates, <= U+10FFFF).
+size_t Utf8SequenceLength(absl::string_view s) {
+  const auto byte = [&s](size_t i) -> unsigned {
+    return i < s.size() ? static_cast<unsigned char>(s[i]) : 0;
+  };
+  const auto cont = [&](size_t i, unsigned lo = 0x80, unsigned hi = 0xbf) {
+    return byte(i) >= lo && byte(i) <= hi;
+  };
+  const unsigned b0 = byte(0);
+  if (b0 >= 0xc2 && b0 <= 0xdf) return cont(1) ? 2 : 0;
+  if (b0 >= 0xe0 && b0 <= 0xef) {
+    const bool second = b0 == 0xe0   ? cont(1, 0xa0)
+                        : b0 == 0xed ? cont(1, 0x80, 0x9f)
+                                     : cont(1);
+    return second && cont(2) ? 3 : 0;
+  }
+  if (b0 >= 0xf0 && b0 <= 0xf4) {
+    const bool second = b0 == 0xf0   ? cont(1, 0x90)
+                        : b0 == 0xf4 ? cont(1, 0x80, 0x8f)
+                                     : cont(1);
+    return second && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string WireText(absl::string_view text, size_t max_bytes) {
   constexpr absl::string_view kCut = "... (cut)";
-  if (message.size() <= max_bytes) return std::string(message);
-  if (max_bytes <= kCut.size()) return std::string(kCut.substr(0, max_bytes));
-  return absl::StrCat(message.substr(0, max_bytes - kCut.size()), kCut);
+  // Whole characters (or escapes), never split by the cut.
+  std::vector<std::string> pieces;
+  size_t total = 0;
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t length = c >= 0x80 ? Utf8SequenceLength(text.substr(i)) : 0;
+    if (c >= 0x20 && c < 0x7f) {
+      pieces.emplace_back(1, static_cast<char>(c));
+      length = 1;
+    } else if (length > 0) {
+      pieces.emplace_back(text.substr(i, length));
+    } else {
+      pieces.push_back(absl::CHexEscape(text.substr(i, 1)));
+      length = 1;
+    }
+    total += pieces.back().size();
+    i += length;
+  }
+  std::string out;
+  if (total <= max_bytes) {
+    for (const std::string& piece : pieces) out += piece;
+    return out;
+  }
+  if (max_bytes < kCut.size()) return std::string(kCut.substr(0, max_bytes));
+  for (const std::string& piece : pieces) {
+    if (out.size() + piece.size() + kCut.size() > max_bytes) break;
+    out += piece;
+  }
+  return absl::StrCat(out, kCut);
 }
 
 std::string LogValue(absl::string_view s, size_t max_bytes) {

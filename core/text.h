@@ -25,11 +25,14 @@ inline constexpr size_t kMaxStatusMessageBytes = 1000;
 // kMaxEchoBytes, with "... (N more bytes)" telling how much was left out.
 std::string Echo(absl::string_view s);
 
-// `message` cut to at most `max_bytes` bytes, ending in "... (cut)" when it
-// was longer. It cuts bytes: what a caller or a file sent reaches a message
-// only through Echo, which makes it ASCII.
-std::string TruncateMessage(absl::string_view message,
-                            size_t max_bytes = kMaxStatusMessageBytes);
+// `text` made fit for a reply (a status message or a string field): valid
+// UTF-8 whatever it holds (proto3 strings must be, or clients fail to parse
+// the reply), control characters and invalid bytes written as C escapes (no
+// terminal escape sequence or line break reaches a client), and cut on a
+// character boundary to at most `max_bytes`, ending in "... (cut)". Paths
+// from the file system reach messages unescaped before this.
+std::string WireText(absl::string_view text,
+                     size_t max_bytes = kMaxStatusMessageBytes);
 
 // A logfmt value: always in double quotes, with \" \\ and every byte outside
 // printable ASCII escaped, so that one request is one line whatever it names;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/artifact_name.h"
 #include "core/budget.h"
 #include "core/fit.h"
 #include "core/status_macros.h"
@@ -27,7 +28,7 @@ grpc::Status ToGrpc(const absl::Status& status) {
   // absl's canonical codes are gRPC's, number for number. The message is
   // cut so that it always fits in the status metadata.
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      TruncateMessage(status.message()));
+                      WireText(status.message()));
 }
 
 void FillBucket(const BucketFit& b, v1::BucketPlan* out) {
@@ -50,7 +51,8 @@ class ArtifactServiceImpl::RequestLog {
              absl::string_view artifact)
       : service_(service),
         method_(method),
-        artifact_(artifact),
+        // A request may carry megabytes; the log shows 200 bytes of it.
+        artifact_(artifact.substr(0, kMaxEchoBytes + 1)),
         start_(absl::Now()) {
     absl::MutexLock lock(&service_->mu_);
     id_ = service_->next_request_++;
@@ -184,7 +186,7 @@ void ArtifactServiceImpl::FinishWrite(
   progress_.erase(op_id);
   Outcome& outcome = outcomes_[op_id];
   outcome.code = result.status().code();
-  outcome.message = TruncateMessage(result.status().message());
+  outcome.message = WireText(result.status().message());
   outcome.written = result.ok() && result->written;
   outcome_order_.erase(
       std::remove(outcome_order_.begin(), outcome_order_.end(), op_id),
@@ -236,7 +238,7 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
   resp->set_written(result->written);
   resp->set_dry_run(request.dry_run);
   for (const std::string& warning : result->warnings) {
-    resp->add_warnings(warning);
+    resp->add_warnings(WireText(warning));
   }
   if (result->fit.has_value() && request.budget.has_value()) {
     const FitResult& fit = *result->fit;
@@ -293,16 +295,16 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
   absl::StatusOr<DramChoice> device = store_->DeviceFor(*artifact);
   if (!device.ok()) {
     resp->add_warnings(
-        absl::StrCat("no memory plan: ", device.status().message()));
+        WireText(absl::StrCat("no memory plan: ", device.status().message())));
     return log.Finish(absl::OkStatus());
   }
   resp->set_dram_source(device->source);
   for (const std::string& warning : device->warnings)
-    resp->add_warnings(warning);
+    resp->add_warnings(WireText(warning));
   absl::StatusOr<MemoryPlan> plan = PlanMemory(*artifact, device->spec);
   if (!plan.ok()) {
     resp->add_warnings(
-        absl::StrCat("no memory plan: ", plan.status().message()));
+        WireText(absl::StrCat("no memory plan: ", plan.status().message())));
     return log.Finish(absl::OkStatus());
   }
   for (const BucketFit& b : plan->buckets) FillBucket(b, resp->add_buckets());
@@ -319,10 +321,18 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
   resp->set_store(store_->root());
   for (const std::string& name : *names) {
     v1::ArtifactSummary* summary = resp->add_artifacts();
-    summary->set_artifact(name);
+    // A directory name is any bytes; a reply's strings must be UTF-8.
+    const std::string shown = WireText(name, kMaxArtifactNameBytes + 64);
+    summary->set_artifact(shown);
+    if (shown != name) {
+      summary->set_error(
+          "its name is not UTF-8 text, or holds control characters: rename "
+          "the directory to read or change it");
+      continue;
+    }
     absl::StatusOr<Artifact> artifact = store_->Read(name);
     if (!artifact.ok()) {
-      summary->set_error(TruncateMessage(
+      summary->set_error(WireText(
           absl::StrCat(absl::StatusCodeToString(artifact.status().code()), ": ",
                        artifact.status().message())));
       continue;
@@ -342,7 +352,7 @@ grpc::Status ArtifactServiceImpl::GetDeviceInfo(
   const DeviceReport report = dram_->Report();
   resp->set_source(report.source);
   for (const std::string& warning : report.warnings)
-    resp->add_warnings(warning);
+    resp->add_warnings(WireText(warning));
   for (const DeviceEntry& d : report.devices) {
     v1::Device* device = resp->add_devices();
     device->set_index(d.index);

@@ -296,6 +296,9 @@ int main(int argc, char** argv) {
       stopper.join();
       return;
     }
+    // Should logging itself block (a stuck journal pipe), SIGALRM's default
+    // action still ends the process.
+    alarm(2);
     for (const std::string& line : service.DescribeRunning()) {
       spdlog::error("still running at the forced exit: {}", line);
     }

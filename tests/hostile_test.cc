@@ -227,7 +227,7 @@ TEST_F(HostileTest, FifoConfigNeitherBlocksReadsNorWrites) {
     ExpectRefused(Set("pipe", 8), grpc::StatusCode::FAILED_PRECONDITION, "FIFO",
                   before);
   }
-  // 300 reads at once: none may keep a thread.
+  // 300 reads from 30 threads at once: none may keep a thread.
   std::atomic<int> refused{0};
   std::vector<std::thread> readers;
   for (int t = 0; t < 30; ++t) {
@@ -643,6 +643,83 @@ TEST_F(HostileTest, SwappingDirectoriesForLinksNeverWritesOutside) {
       << "something was written outside the store";
   ExpectServing();
   EXPECT_GE(Count("team/b"), 9u);
+}
+
+// A directory swapped for another real directory while writes run: the
+// exchange must never take, and then delete, a tree it did not read.
+TEST_F(HostileTest, SwappingDirectoriesForDirectoriesNeverLosesATree) {
+  std::filesystem::create_directories(store_ + "/other");
+  ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", store_ + "/other/b"));
+  ASSERT_NO_FATAL_FAILURE(Start());
+  std::atomic<bool> stop{false};
+  std::atomic<int> swaps{0}, ok{0}, aborted{0};
+  std::thread swapper([&] {
+    const std::string a = store_ + "/team";
+    const std::string b = store_ + "/other";
+    while (!stop.load()) {
+      if (renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(),
+                    RENAME_EXCHANGE) == 0) {
+        ++swaps;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 3; ++w) {
+    writers.emplace_back([&, w] {
+      for (int i = 0; !stop.load(); ++i) {
+        grpc::Status status = Set("team/b", 9 + (i + w) % 5);
+        if (status.ok()) ++ok;
+        if (status.error_code() == grpc::StatusCode::ABORTED) ++aborted;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  stop.store(true);
+  for (std::thread& t : writers) t.join();
+  swapper.join();
+  printf("directory swaps: %d, writes committed %d, aborted %d\n", swaps.load(),
+         ok.load(), aborted.load());
+  EXPECT_GT(swaps.load(), 100);
+  EXPECT_GT(ok.load(), 0);
+  // Both trees are whole: nothing was deleted in place of a staging tree.
+  for (const std::string& dir : {store_ + "/team/b", store_ + "/other/b"}) {
+    absl::StatusOr<Artifact> artifact =
+        Artifact::Open(Env::Default(), dir, {.verify_payload = true});
+    EXPECT_TRUE(artifact.ok()) << dir << ": " << artifact.status();
+  }
+  ExpectServing();
+  // A staging directory whose parent was swapped away mid-write is left
+  // where the parent went (it is not looked for by path elsewhere); the
+  // next start's recovery removes it.
+  stub_.reset();
+  StopDaemon(&daemon_);
+  ASSERT_NO_FATAL_FAILURE(Start());
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(store_)) {
+    EXPECT_FALSE(StagedArtifactName(entry.path().filename().string()))
+        << "debris after recovery: " << entry.path();
+  }
+  ExpectServing();
+}
+
+// A directory name that is not UTF-8 must not break --list for everyone.
+TEST_F(HostileTest, NamesThatAreNotUtf8AreListedEscaped) {
+  std::filesystem::copy(store_ + "/a", store_ + "/bad\xff\x1b[2Jname",
+                        std::filesystem::copy_options::recursive);
+  ASSERT_NO_FATAL_FAILURE(Start());
+  v1::ListArtifactsResponse list;
+  grpc::Status status = List(&list);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  bool found = false;
+  for (const v1::ArtifactSummary& s : list.artifacts()) {
+    if (!absl::StartsWith(s.artifact(), "bad")) continue;
+    found = true;
+    EXPECT_EQ(s.artifact(), "bad\\xff\\x1b[2Jname");
+    EXPECT_THAT(s.error(), HasSubstr("not UTF-8"));
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(list.artifacts_size(), 4);  // a, bad…, healthy, team/b
 }
 
 // 3 and 6. Shutdown: a write that cannot reach its commit point in the grace
