@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -45,6 +46,15 @@ absl::StatusOr<std::string> CanonicalArtifactName(
   if (name.find('\0') != absl::string_view::npos) {
     return absl::InvalidArgumentError(
         absl::StrCat("artifact name contains a NUL byte: ", Echo(name)));
+  }
+  // A line break or a terminal escape in a directory name only ever
+  // misleads whoever reads a listing or a log.
+  for (char c : name) {
+    if (absl::ascii_iscntrl(c)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "artifact name contains a control character: ", Echo(name),
+          "; rename the directory"));
+    }
   }
   if (name.empty()) {
     return absl::InvalidArgumentError(

@@ -7,8 +7,8 @@
 // given. Repeated and trailing slashes and "." components are dropped.
 // Refused:
 //   * more than kMaxArtifactNameBytes bytes, a component of more than
-//     kMaxNameComponentBytes, a NUL byte, an empty name, the root itself:
-//     INVALID_ARGUMENT;
+//     kMaxNameComponentBytes, a NUL byte or another control character, an
+//     empty name, the root itself: INVALID_ARGUMENT;
 //   * "..", a component starting with '.', an absolute path outside the
 //     store: PERMISSION_DENIED.
 // Messages repeat the name only through Echo (core/text.h).

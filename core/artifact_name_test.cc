@@ -44,6 +44,12 @@ TEST(CanonicalArtifactNameTest, RefusesEscapesAndReservedNames) {
   }
   EXPECT_EQ(Canonical(std::string("a\0b", 3)).status().code(),
             absl::StatusCode::kInvalidArgument);
+  for (const char* name : {"a\nb", "a\x1b[2J", "tab\there", "del\x7f"}) {
+    SCOPED_TRACE(name);
+    const absl::Status status = Canonical(name).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(status.message(), HasSubstr("control character"));
+  }
 }
 
 TEST(CanonicalArtifactNameTest, LongNamesAreInvalidWithShortMessages) {

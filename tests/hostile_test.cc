@@ -474,7 +474,11 @@ TEST_F(HostileTest, LogLinesEscapeWhatCallersSend) {
   ASSERT_NO_FATAL_FAILURE(Start());
   const Snapshot before = Take();
   ExpectRefused(Get("x\n[forged] method=Forged outcome=OK"),
-                grpc::StatusCode::NOT_FOUND, "no artifact", before);
+                grpc::StatusCode::INVALID_ARGUMENT, "control character",
+                before);
+  ExpectRefused(Set("a", 10, Output("out\x1b[2J")),
+                grpc::StatusCode::INVALID_ARGUMENT, "control character",
+                before);
   ExpectRefused(Get(std::string("nul\0byte", 8)),
                 grpc::StatusCode::INVALID_ARGUMENT, "NUL", before);
   ExpectRefused(Fit("a", "0.5\r\nmethod=Forged"),
