@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "core/testing/test_util.h"
@@ -115,6 +117,27 @@ TEST_P(ConfinedEnvTest, LockFilesCanBeRemovedByTheirHolder) {
       env_->LockFile(path, true, false);
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_TRUE(std::filesystem::exists(path));
+}
+
+TEST_P(ConfinedEnvTest, AWaiterOnARemovedLockFileLocksTheLinkedOne) {
+  const std::string path = root_ + "/dir/lock";
+  absl::StatusOr<std::unique_ptr<FileLock>> first =
+      env_->LockFile(path, /*exclusive=*/true, /*wait=*/false);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // The waiter opens the file that is about to be removed and blocks in
+  // flock on it.
+  absl::StatusOr<std::unique_ptr<FileLock>> second =
+      absl::UnknownError("not run");
+  std::thread waiter([&] { second = env_->LockFile(path, true, true); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(env_->RemoveFile(path).ok());
+  first->reset();
+  waiter.join();
+  ASSERT_TRUE(second.ok()) << second.status();
+  // Its lock must be on the file linked at the name now, or a third locker
+  // would get the name's lock too.
+  EXPECT_EQ(env_->LockFile(path, true, false).status().code(),
+            absl::StatusCode::kUnavailable);
 }
 
 TEST_P(ConfinedEnvTest, SetOwnershipChangesModeAndRefusesLinks) {
