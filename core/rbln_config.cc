@@ -1,12 +1,9 @@
 #include "core/rbln_config.h"
 
 #include <rapidjson/document.h>
-#include <rapidjson/encodings.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
-#include <rapidjson/prettywriter.h>
 #include <rapidjson/reader.h>
-#include <rapidjson/stringbuffer.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -406,160 +403,57 @@ absl::Status CheckDecoderAtTopLevel(const Value& root, absl::string_view path) {
   return FieldError(kNumBlocksKey, path, "missing");
 }
 
-// Writes `s` as a JSON string literal the way Python's json.dump does with
-// ensure_ascii: \" \\ \b \f \n \r \t, every other byte outside 0x20..0x7e as
-// a lowercase \uXXXX escape (UTF-16 surrogate pairs above U+FFFF). RapidJSON's
-// own ASCII writer uses uppercase hex digits, which would change the bytes.
-std::string PythonQuote(absl::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
-  auto append_u = [&out](unsigned unit) {
-    out += "\\u";
-    for (int shift = 12; shift >= 0; shift -= 4)
-      out += kHex[(unit >> shift) & 15];
-  };
-  rapidjson::MemoryStream in(s.data(), s.size());
-  while (in.Tell() < s.size()) {
-    unsigned c = 0;
-    // The reader validated the encoding (kParseValidateEncodingFlag).
-    rapidjson::UTF8<>::Decode(in, &c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c >= 0x20 && c <= 0x7e) {
-          out += static_cast<char>(c);
-        } else if (c <= 0xffff) {
-          append_u(c);
-        } else {
-          c -= 0x10000;
-          append_u(0xd800 | (c >> 10));
-          append_u(0xdc00 | (c & 0x3ff));
-        }
-    }
-  }
-  out += '"';
-  return out;
-}
-
-using JsonWriter =
-    rapidjson::PrettyWriter<rapidjson::StringBuffer, rapidjson::UTF8<>,
-                            rapidjson::ASCII<>>;
-
-// SAX handler that copies every event to a writer, except the value of the
-// top-level `kvcache_num_blocks`, which it replaces (skipping all of it, should
-// it be an array or object). Numbers arrive as raw text
-// (kParseNumbersAsStringsFlag) and are written back unchanged with RawValue
-// (Writer::RawNumber would quote them).
-class NumBlocksRewriter
-    : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>,
-                                          NumBlocksRewriter> {
+// Finds the bytes of the top-level `kvcache_num_blocks` value in the text
+// the reader parses from `in` (numbers arrive as raw text,
+// kParseNumbersAsStringsFlag, and the stream stands just past one when it
+// arrives, so its source range is known exactly).
+class CountLocator
+    : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, CountLocator> {
  public:
-  NumBlocksRewriter(JsonWriter* writer, uint64_t num_blocks)
-      : writer_(writer), num_blocks_(num_blocks) {}
+  explicit CountLocator(const rapidjson::MemoryStream* in) : in_(in) {}
 
-  bool Null() {
-    return Scalar([&] { return writer_->Null(); });
-  }
-  bool Bool(bool b) {
-    return Scalar([&] { return writer_->Bool(b); });
-  }
-  bool RawNumber(const char* s, rapidjson::SizeType n, bool /*copy*/) {
-    return Scalar(
-        [&] { return writer_->RawValue(s, n, rapidjson::kNumberType); });
-  }
-  bool String(const char* s, rapidjson::SizeType n, bool /*copy*/) {
-    return Scalar([&] { return WriteString(s, n); });
-  }
   bool Key(const char* s, rapidjson::SizeType n, bool /*copy*/) {
-    if (skip_depth_ > 0) return true;
-    replace_next_ = depth_ == 1 && absl::string_view(s, n) == kNumBlocksKey;
-    return WriteString(s, n);
+    next_is_count_ = depth_ == 1 && absl::string_view(s, n) == kNumBlocksKey;
+    return true;
   }
-  bool StartObject() {
-    return Start([&] { return writer_->StartObject(); });
+  bool RawNumber(const char* /*s*/, rapidjson::SizeType n, bool /*copy*/) {
+    if (next_is_count_) {
+      end_ = in_->Tell();
+      begin_ = end_ - n;
+    }
+    return Scalar();
   }
-  bool EndObject(rapidjson::SizeType n) {
-    return End([&] { return writer_->EndObject(n); });
-  }
-  bool StartArray() {
-    return Start([&] { return writer_->StartArray(); });
-  }
-  bool EndArray(rapidjson::SizeType n) {
-    return End([&] { return writer_->EndArray(n); });
-  }
-  // kParseNumbersAsStringsFlag routes every number to RawNumber, so the
-  // typed number events (which BaseReaderHandler sends here) never fire;
-  // should one fire, fail rather than drop it.
-  bool Default() { return false; }
+  bool StartObject() { return Start(); }
+  bool StartArray() { return Start(); }
+  bool EndObject(rapidjson::SizeType) { return End(); }
+  bool EndArray(rapidjson::SizeType) { return End(); }
+  bool Default() { return Scalar(); }
+
+  // [begin, end) of the count's number text; begin == end when the value is
+  // not a number.
+  size_t begin() const { return begin_; }
+  size_t end() const { return end_; }
 
  private:
-  bool WriteString(const char* s, rapidjson::SizeType n) {
-    std::string quoted = PythonQuote(absl::string_view(s, n));
-    return writer_->RawValue(quoted.data(), quoted.size(),
-                             rapidjson::kStringType);
+  bool Scalar() {
+    next_is_count_ = false;
+    return true;
   }
-
-  template <typename Forward>
-  bool Scalar(Forward forward) {
-    if (skip_depth_ > 0) return true;
-    if (replace_next_) return WriteReplacement();
-    return forward();
-  }
-
-  template <typename Forward>
-  bool Start(Forward forward) {
-    if (skip_depth_ > 0) {
-      ++skip_depth_;
-      return true;
-    }
-    if (replace_next_) {
-      skip_depth_ = 1;
-      return WriteReplacement();
-    }
+  bool Start() {
+    next_is_count_ = false;
     ++depth_;
-    return forward();
+    return true;
   }
-
-  template <typename Forward>
-  bool End(Forward forward) {
-    if (skip_depth_ > 0) {
-      --skip_depth_;
-      return true;
-    }
+  bool End() {
     --depth_;
-    return forward();
+    return true;
   }
 
-  bool WriteReplacement() {
-    replace_next_ = false;
-    return writer_->Uint64(num_blocks_);
-  }
-
-  JsonWriter* writer_;
-  uint64_t num_blocks_;
-  int depth_ = 0;       // open containers being copied
-  int skip_depth_ = 0;  // open containers inside the replaced value
-  bool replace_next_ = false;
+  const rapidjson::MemoryStream* const in_;
+  int depth_ = 0;
+  bool next_is_count_ = false;
+  size_t begin_ = 0;
+  size_t end_ = 0;
 };
 
 }  // namespace
@@ -682,25 +576,27 @@ absl::StatusOr<std::string> RewriteKvcacheNumBlocks(absl::string_view json,
     rapidjson::Document doc;
     RBLN_RETURN_IF_ERROR(ParseJsonObject(json, path, &doc));
     RBLN_RETURN_IF_ERROR(CheckDecoderAtTopLevel(doc, path));
+    // A count the parser would refuse is not silently replaced.
+    RBLN_RETURN_IF_ERROR(
+        GetRequired(doc, "", kNumBlocksKey, path, GetPositiveInteger).status());
   }
-  rapidjson::StringBuffer buffer;
-  JsonWriter writer(buffer);
-  writer.SetIndent(' ', 2);
-  NumBlocksRewriter rewriter(&writer, num_blocks);
-  rapidjson::Reader reader;
   rapidjson::MemoryStream in(json.data(), json.size());
+  CountLocator locator(&in);
+  rapidjson::Reader reader;
   rapidjson::ParseResult result =
       reader.Parse<kParseFlags | rapidjson::kParseIterativeFlag |
-                   rapidjson::kParseNumbersAsStringsFlag>(in, rewriter);
-  if (result.IsError() || !writer.IsComplete()) {
-    // The same text parsed above with the same flags.
+                   rapidjson::kParseNumbersAsStringsFlag>(in, locator);
+  const absl::string_view digits =
+      json.substr(locator.begin(), locator.end() - locator.begin());
+  if (result.IsError() || digits.empty() ||
+      digits.find_first_not_of("0123456789") != absl::string_view::npos) {
+    // The same text parsed above with the same flags, its count an integer.
     return absl::InternalError(
-        absl::StrCat(path, ": rewriting failed after a successful parse: ",
-                     rapidjson::GetParseError_En(result.Code())));
+        absl::StrCat(path, ": could not find the digits of ", kNumBlocksKey,
+                     " after a successful parse"));
   }
-  std::string out(buffer.GetString(), buffer.GetSize());
-  if (!json.empty() && json.back() == '\n') out += '\n';
-  return out;
+  return absl::StrCat(json.substr(0, locator.begin()), num_blocks,
+                      json.substr(locator.end()));
 }
 
 }  // namespace rbln

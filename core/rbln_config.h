@@ -85,13 +85,12 @@ struct RblnConfig {
 absl::StatusOr<RblnConfig> ParseRblnConfig(absl::string_view json,
                                            absl::string_view path);
 
-// Returns the text with the top-level `kvcache_num_blocks` set to
-// `num_blocks` and nothing else changed: every other key and value and the
-// key order are kept, numbers keep their exact original text, output is
-// indented with 2 spaces (as optimum-rbln writes it), non-ASCII is written as
-// \uXXXX escapes (as Python's json.dump does), and a trailing newline is kept
-// if the input had one. Errors as ParseRblnConfig for unparsable input or a
-// missing top-level kvcache_num_blocks.
+// Returns the text with the digits of the top-level `kvcache_num_blocks`
+// replaced by `num_blocks` and every other byte as it was (keys, order,
+// string escapes, indentation, a trailing newline): tools that hash or diff
+// configs see only the change made. Errors as ParseRblnConfig for
+// unparsable input, a missing top-level kvcache_num_blocks, or one that is
+// not a positive integer.
 absl::StatusOr<std::string> RewriteKvcacheNumBlocks(absl::string_view json,
                                                     uint64_t num_blocks,
                                                     absl::string_view path);

@@ -10,6 +10,7 @@
 //    requested kvcache_num_blocks, with every other field as before when the
 //    original parsed (a count of 0 is refused, since the parser needs >= 1);
 //  * rewriting the rewritten text to the same count changes nothing.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -86,6 +87,21 @@ void FuzzRblnConfig(absl::string_view json) {
                     reparsed.status().ToString(), "\n", *rewritten);
   }
 
+  // A rewrite changes the count's digits and nothing else.
+  const size_t prefix = std::mismatch(json.begin(), json.end(),
+                                      rewritten->begin(), rewritten->end())
+                            .first -
+                        json.begin();
+  const size_t suffix = std::mismatch(json.rbegin(), json.rend(),
+                                      rewritten->rbegin(), rewritten->rend())
+                            .first -
+                        json.rbegin();
+  RBLN_FUZZ_CHECK(
+      prefix + suffix >= json.size() ||
+          json.substr(prefix, json.size() - prefix - suffix)
+                  .find_first_not_of("0123456789") == absl::string_view::npos,
+      "a rewrite changed more than digits:\n", json, "\n---\n", *rewritten);
+  if (requested == 0) return;  // a count of 0 is not rewritten again
   absl::StatusOr<std::string> twice =
       RewriteKvcacheNumBlocks(*rewritten, requested, kPath);
   RBLN_FUZZ_CHECK(twice.ok(), twice.status().ToString());
