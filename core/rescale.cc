@@ -64,6 +64,13 @@ absl::Status CopyCompanion(Env* env, const std::string& from_dir,
 
 }  // namespace
 
+absl::Status WriteCancelled(absl::string_view when) {
+  return absl::CancelledError(absl::StrCat(
+      "the write was cancelled (deadline passed, caller gone or daemon "
+      "stopping) ",
+      when, "; nothing was changed"));
+}
+
 absl::StatusOr<v1::ContainerHeader> RescaleHeader(
     const v1::ContainerHeader& header, uint64_t current, uint64_t target,
     absl::string_view path) {
@@ -213,9 +220,7 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
   }
   auto check_cancelled = [&options]() {
     return options.is_cancelled && options.is_cancelled()
-               ? absl::CancelledError(
-                     "the write was cancelled (deadline passed or caller "
-                     "gone); nothing was changed")
+               ? WriteCancelled("while it was being staged")
                : absl::OkStatus();
   };
   // Every file written gets the owner and mode of the one it replaces.

@@ -66,6 +66,11 @@ absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
                                 const MemoryBudget& budget,
                                 const DeviceSpec& device);
 
+// CANCELLED: "the write was cancelled (deadline passed, caller gone or
+// daemon stopping) <when>; nothing was changed". Every cancelled write says
+// it this way, `when` telling at which step.
+absl::Status WriteCancelled(absl::string_view when);
+
 struct WriteResizedOptions {
   // Hard-link companion files instead of copying them (falling back to a
   // copy where linking fails, e.g. across file systems). Safe because no

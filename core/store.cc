@@ -14,9 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -102,9 +100,7 @@ bool IsCancelled(const std::function<bool()>& is_cancelled) {
 
 absl::Status CheckCancelled(const WriteRequest& request) {
   if (IsCancelled(request.is_cancelled)) {
-    return absl::CancelledError(
-        "the write was cancelled (deadline passed, caller gone or daemon "
-        "stopping) before it began; nothing was changed");
+    return WriteCancelled("before it began");
   }
   return absl::OkStatus();
 }
@@ -183,9 +179,8 @@ class ArtifactStore::ArtifactLock {
             "try again later"));
       }
       if (IsCancelled(is_cancelled)) {
-        return absl::CancelledError(absl::StrCat(
-            "the write was cancelled while artifact ", Echo(name),
-            " was locked by another process; nothing was changed"));
+        return WriteCancelled(absl::StrCat("while ", Echo(name),
+                                           " was locked by another process"));
       }
       absl::SleepFor(kLockPollInterval);
     }
@@ -258,9 +253,8 @@ class ArtifactStore::WriterLease {
       }
       entry.mu.Unlock();
       if (IsCancelled(is_cancelled)) {
-        return absl::CancelledError(absl::StrCat(
-            "the write was cancelled while waiting for another write of ",
-            Echo(name), " to finish; nothing was changed"));
+        return WriteCancelled(absl::StrCat(
+            "while waiting for another write of ", Echo(name), " to finish"));
       }
     }
   }
@@ -702,9 +696,7 @@ absl::Status ArtifactStore::Exchange(const std::string& name,
   // gives up must not wait for them.
   while (!entry->rw.TryLock()) {
     if (IsCancelled(is_cancelled)) {
-      return absl::CancelledError(
-          absl::StrCat("the write was cancelled while readers held ",
-                       Echo(name), "; nothing was changed"));
+      return WriteCancelled(absl::StrCat("while readers held ", Echo(name)));
     }
     absl::SleepFor(absl::Milliseconds(1));
   }

@@ -225,9 +225,8 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
   absl::StatusOr<WriteResult> result = store_->Write(request);
   if (absl::IsCancelled(result.status()) && stopping_.load()) {
     result = absl::UnavailableError(
-        absl::StrCat("the daemon is shutting down; nothing was changed "
-                     "(retry when it is back): ",
-                     result.status().message()));
+        "the daemon is shutting down; nothing was changed (retry when it is "
+        "back)");
   }
   FinishWrite(op_id, counted, result);
   RBLN_RETURN_IF_ERROR(result.status());
