@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/artifact_name.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace rbln::client {
@@ -489,10 +490,17 @@ bool IsLocalServer(absl::string_view server) {
          absl::StartsWith(server, "unix-abstract:");
 }
 
+bool IsRootQualifiedName(absl::string_view path) {
+  const size_t colon = path.find(':');
+  return colon != absl::string_view::npos && colon < path.find('/') &&
+         rbln::IsValidRootName(path.substr(0, colon));
+}
+
 absl::StatusOr<std::string> ResolveArtifactPath(absl::string_view path,
                                                 absl::string_view server,
                                                 absl::string_view cwd) {
-  if (!IsLocalServer(server) || absl::StartsWith(path, "/")) {
+  if (!IsLocalServer(server) || absl::StartsWith(path, "/") ||
+      IsRootQualifiedName(path)) {
     return std::string(path);
   }
   if (!absl::StartsWith(cwd, "/")) {
@@ -640,7 +648,21 @@ std::string FormatDescribe(const v1::DescribeArtifactResponse& reply) {
 
 std::string FormatList(const v1::ListArtifactsResponse& reply) {
   std::string text = absl::StrCat("store: ", reply.store(), "\n");
-  if (reply.artifacts_size() == 0) return text + "(no artifacts)\n";
+  for (const v1::StoreRoot& root : reply.roots()) {
+    if (root.read_only()) {
+      absl::StrAppend(&text, "read-only root ", root.name(), ": ", root.dir(),
+                      " (artifacts named ", root.name(), ":PATH)\n");
+    }
+  }
+  std::string skipped;
+  if (reply.skipped_size() > 0) {
+    skipped = absl::StrCat("skipped ", reply.skipped_size(), ":\n");
+    for (const v1::SkippedEntry& entry : reply.skipped()) {
+      absl::StrAppend(&skipped, "  ", entry.artifact(), ": ", entry.reason(),
+                      "\n");
+    }
+  }
+  if (reply.artifacts_size() == 0) return text + "(no artifacts)\n" + skipped;
   bool any_error = std::any_of(
       reply.artifacts().begin(), reply.artifacts().end(),
       [](const v1::ArtifactSummary& a) { return !a.error().empty(); });
@@ -656,7 +678,7 @@ std::string FormatList(const v1::ListArtifactsResponse& reply) {
     rows.push_back({a.artifact(), absl::StrCat(a.kvcache_num_blocks()), a.npu(),
                     absl::StrCat(a.num_nodes()), a.cls_name()});
   }
-  return text + RenderTable(columns, rows);
+  return text + RenderTable(columns, rows) + skipped;
 }
 
 std::string FormatDeviceInfo(const v1::GetDeviceInfoResponse& reply) {

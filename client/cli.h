@@ -79,7 +79,12 @@ std::string FormatUsageError(absl::string_view message);
 // the daemon runs on this host and shares its file system.
 bool IsLocalServer(absl::string_view server);
 
-// How an artifact path is sent (DESIGN §8): to a local daemon a relative path
+// True for "NAME:path" where NAME is a valid read-only root name (no '/'
+// before the colon): an artifact in the daemon's read-only root NAME.
+bool IsRootQualifiedName(absl::string_view path);
+
+// How an artifact path is sent: "NAME:path" is sent as given (a
+// directory of that name needs "./"); to a local daemon a relative path
 // is made absolute against `cwd` (a physical path, as getcwd() returns), with
 // "." components dropped and leading ".." resolved against `cwd`; to a remote
 // one it is sent as given (relative to the store root). Absolute paths are

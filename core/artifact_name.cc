@@ -1,5 +1,6 @@
 #include "core/artifact_name.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/status_macros.h"
 #include "core/text.h"
 
 namespace rbln {
@@ -33,11 +35,8 @@ bool StripRoot(std::vector<absl::string_view>* parts, absl::string_view root) {
   return true;
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> CanonicalArtifactName(
-    absl::string_view name, absl::string_view root,
-    absl::string_view given_root) {
+// The checks on the text of any name, whatever root it is resolved in.
+absl::Status CheckNameText(absl::string_view name) {
   if (name.size() > kMaxArtifactNameBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "artifact name of ", name.size(), " bytes is longer than the ",
@@ -60,20 +59,12 @@ absl::StatusOr<std::string> CanonicalArtifactName(
     return absl::InvalidArgumentError(
         "no artifact named: give a directory inside the store");
   }
-  std::vector<absl::string_view> parts = Components(name);
-  if (absl::StartsWith(name, "/")) {
-    // Compared component-wise, so "//srv//a/" is "/srv/a".
-    std::vector<absl::string_view> rel = parts;
-    if (!StripRoot(&rel, root)) {
-      rel = parts;
-      if (!StripRoot(&rel, given_root)) {
-        return absl::PermissionDeniedError(absl::StrCat(
-            Echo(name), " is outside the artifact store ", Echo(root),
-            "; only artifacts inside the store can be read or changed"));
-      }
-    }
-    parts = std::move(rel);
-  }
+  return absl::OkStatus();
+}
+
+// `parts` (relative to a root) as a canonical name; "" for the root itself.
+absl::StatusOr<std::string> JoinChecked(
+    absl::string_view name, const std::vector<absl::string_view>& parts) {
   for (absl::string_view part : parts) {
     if (part == "..") {
       return absl::PermissionDeniedError(
@@ -93,11 +84,93 @@ absl::StatusOr<std::string> CanonicalArtifactName(
           " (NAME_MAX is 255, and staging names need room)"));
     }
   }
-  if (parts.empty()) {
+  return absl::StrJoin(parts, "/");
+}
+
+std::string DescribeRoots(absl::Span<const NamedRoot> roots) {
+  std::string text = absl::StrCat("the artifact store ", Echo(roots[0].dir));
+  if (roots.size() > 1) {
+    std::vector<std::string> read_only;
+    for (const NamedRoot& root : roots.subspan(1)) {
+      read_only.push_back(absl::StrCat(root.name, "=", Echo(root.dir)));
+    }
+    absl::StrAppend(&text, " and the read-only roots ",
+                    absl::StrJoin(read_only, ", "));
+  }
+  return text;
+}
+
+}  // namespace
+
+bool IsValidRootName(absl::string_view name) {
+  if (name.empty() || name.size() > kMaxRootNameBytes || name[0] == '.') {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+           c == '_' || c == '.';
+  });
+}
+
+absl::StatusOr<RootedName> ResolveArtifactName(
+    absl::string_view name, absl::Span<const NamedRoot> roots) {
+  RBLN_RETURN_IF_ERROR(CheckNameText(name));
+  std::vector<absl::string_view> parts = Components(name);
+  size_t root = 0;
+  if (absl::StartsWith(name, "/")) {
+    // Compared component-wise, so "//srv//a/" is "/srv/a".
+    bool found = false;
+    for (size_t i = 0; i < roots.size() && !found; ++i) {
+      for (absl::string_view dir : {roots[i].dir, roots[i].given_dir}) {
+        std::vector<absl::string_view> rel = parts;
+        if (StripRoot(&rel, dir)) {
+          root = i;
+          parts = std::move(rel);
+          found = true;
+          break;
+        }
+      }
+    }
+    if (!found) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          Echo(name), " is outside ", DescribeRoots(roots),
+          "; to use artifacts where they are, serve their directory with "
+          "rbln-artifactd --read-only-root [NAME=]DIR (then read them, and "
+          "write resized copies into the store with --output-dir)"));
+    }
+  } else if (const size_t colon = name.find(':');
+             colon != absl::string_view::npos && name.find('/') > colon) {
+    const absl::string_view prefix = name.substr(0, colon);
+    for (size_t i = 1; i < roots.size(); ++i) {
+      if (roots[i].name == prefix) {
+        root = i;
+        parts = Components(name.substr(colon + 1));
+        break;
+      }
+    }
+  }
+  RBLN_ASSIGN_OR_RETURN(std::string rel, JoinChecked(name, parts));
+  if (rel.empty() && root == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         Echo(name), " is the store root, not an artifact inside it"));
   }
-  return absl::StrJoin(parts, "/");
+  return RootedName{root, std::move(rel)};
+}
+
+std::string QualifiedArtifactName(const NamedRoot& root,
+                                  absl::string_view rel) {
+  if (root.name.empty()) return std::string(rel);
+  return absl::StrCat(root.name, ":", rel);
+}
+
+absl::StatusOr<std::string> CanonicalArtifactName(
+    absl::string_view name, absl::string_view root,
+    absl::string_view given_root) {
+  const NamedRoot store{"", std::string(root), std::string(given_root)};
+  RBLN_ASSIGN_OR_RETURN(
+      RootedName rooted,
+      ResolveArtifactName(name, absl::MakeConstSpan(&store, 1)));
+  return std::move(rooted.rel);
 }
 
 }  // namespace rbln

@@ -251,6 +251,17 @@ struct ConfinedEnvOptions {
   // Resolve with openat2; false walks one component at a time, as on a
   // kernel (or under a seccomp filter) without openat2. For tests.
   bool use_openat2 = true;
+  // Every call that would change something (create, mkdir, chown, remove,
+  // link, rename, lock) is PERMISSION_DENIED, naming the root.
+  bool read_only = false;
+  // Follow symbolic links, in any component and as the last one, when they
+  // resolve beneath the root (openat2 with RESOLVE_BENEATH but without
+  // RESOLVE_NO_SYMLINKS): a relative link into a sibling directory, as a
+  // Hugging Face cache links snapshot files into its blob directory. A link
+  // to an absolute path, or one that climbs above the root, is
+  // PERMISSION_DENIED; at most 40 links per path. Stat then reports what a
+  // link leads to. For read-only roots only: a writable store follows none.
+  bool follow_symlinks_beneath = false;
 };
 
 // An Env confined to `root` (an existing directory; a symbolic link above or
@@ -276,8 +287,11 @@ inline constexpr int kMaxRemoveTreeDepth = 128;
 absl::Status RemoveTree(Env* env, const std::string& path);
 
 // Copies a regular file's bytes into a new file at `to` (kernel-side copy),
-// then syncs it; the copy gets the source's owner and mode.
-absl::Status CopyFile(Env* env, const std::string& from, const std::string& to);
+// then syncs it; the copy gets the source's owner and mode. `from` is read
+// through `from_env`, `to` written through `to_env` (they may differ: a
+// read-only root and the store).
+absl::Status CopyFile(Env* from_env, const std::string& from, Env* to_env,
+                      const std::string& to);
 
 }  // namespace rbln
 

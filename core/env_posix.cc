@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -284,15 +285,22 @@ absl::StatusOr<UniqueFd> OpenDirectoryAt(const Location& at,
 // (a holder removed it); more means something else keeps replacing it.
 constexpr int kMaxLockAttempts = 100;
 
+// How many symbolic links one path may pass through when they are followed
+// (as the kernel's own limit, MAXSYMLINKS).
+constexpr int kMaxSymlinkHops = 40;
+
 class PosixEnv : public Env {
  public:
   // Unconfined.
   PosixEnv() = default;
   // Confined to `root` (resolved), whose descriptor is `root_fd`.
-  PosixEnv(std::string root, UniqueFd root_fd, bool use_openat2)
+  PosixEnv(std::string root, UniqueFd root_fd,
+           const ConfinedEnvOptions& options)
       : root_(std::move(root)),
         root_fd_(std::move(root_fd)),
-        use_openat2_(use_openat2) {}
+        use_openat2_(options.use_openat2),
+        read_only_(options.read_only),
+        follow_symlinks_(options.follow_symlinks_beneath) {}
 
   std::string ConfinedRoot() const override { return root_; }
 
@@ -317,6 +325,7 @@ class PosixEnv : public Env {
 
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) override {
+    RBLN_RETURN_IF_ERROR(CheckWritable("create", path));
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("create", path));
     // O_EXCL: never an existing file, nor a symbolic link's target.
     int fd = openat(at.dir, at.leaf.c_str(),
@@ -405,6 +414,7 @@ class PosixEnv : public Env {
   }
 
   absl::Status CreateDir(const std::string& path) override {
+    RBLN_RETURN_IF_ERROR(CheckWritable("mkdir", path));
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("mkdir", path));
     if (mkdirat(at.dir, at.leaf.c_str(), create_dir_mode()) != 0) {
       return ErrnoStatus("mkdir", path, errno);
@@ -414,6 +424,7 @@ class PosixEnv : public Env {
 
   absl::Status SetOwnership(const std::string& path,
                             const FileOwnership& owner) override {
+    RBLN_RETURN_IF_ERROR(CheckWritable("chown", path));
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("chown", path));
     struct stat st;
     if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -449,6 +460,7 @@ class PosixEnv : public Env {
   }
 
   absl::Status RemoveFile(const std::string& path) override {
+    RBLN_RETURN_IF_ERROR(CheckWritable("unlink", path));
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("unlink", path));
     if (unlinkat(at.dir, at.leaf.c_str(), 0) != 0) {
       return ErrnoStatus("unlink", path, errno);
@@ -457,6 +469,7 @@ class PosixEnv : public Env {
   }
 
   absl::Status RemoveDir(const std::string& path) override {
+    RBLN_RETURN_IF_ERROR(CheckWritable("rmdir", path));
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("rmdir", path));
     if (unlinkat(at.dir, at.leaf.c_str(), AT_REMOVEDIR) != 0) {
       return ErrnoStatus("rmdir", path, errno);
@@ -465,6 +478,7 @@ class PosixEnv : public Env {
   }
 
   absl::Status Link(const std::string& from, const std::string& to) override {
+    RBLN_RETURN_IF_ERROR(CheckWritable("link", to));
     RBLN_ASSIGN_OR_RETURN(Location src, Locate("link", from));
     RBLN_ASSIGN_OR_RETURN(Location dst, Locate("link", to));
     // No AT_SYMLINK_FOLLOW: a symbolic link would be linked as itself.
@@ -498,6 +512,7 @@ class PosixEnv : public Env {
   absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path,
                                                      bool exclusive,
                                                      bool wait) override {
+    RBLN_RETURN_IF_ERROR(CheckWritable("lock", path));
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("lock", path));
     const int op = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB);
     for (int attempt = 0; attempt < kMaxLockAttempts; ++attempt) {
@@ -532,8 +547,17 @@ class PosixEnv : public Env {
   mode_t create_file_mode() const { return root_.empty() ? 0644 : 0600; }
   mode_t create_dir_mode() const { return root_.empty() ? 0755 : 0700; }
 
+  absl::Status CheckWritable(absl::string_view op,
+                             absl::string_view path) const {
+    if (!read_only_) return absl::OkStatus();
+    return absl::PermissionDeniedError(
+        absl::StrCat(op, " ", path, ": ", root_,
+                     " is a read-only root; nothing is ever written there"));
+  }
+
   absl::Status RenameAt(absl::string_view op, const std::string& from,
                         const std::string& to, unsigned flags) {
+    RBLN_RETURN_IF_ERROR(CheckWritable(op, to));
     RBLN_ASSIGN_OR_RETURN(Location src, Locate(op, from));
     RBLN_ASSIGN_OR_RETURN(Location dst, Locate(op, to));
     if (renameat2(src.dir, src.leaf.c_str(), dst.dir, dst.leaf.c_str(),
@@ -575,18 +599,71 @@ class PosixEnv : public Env {
       }
       parts.push_back(part);
     }
+    std::string resolved = absl::StrJoin(parts, "/");
+    for (int hops = 0;; ++hops) {
+      RBLN_ASSIGN_OR_RETURN(Location at, LocateBeneath(op, path, resolved));
+      if (!follow_symlinks_) return at;
+      // A symbolic link as the last component is followed here, one hop at
+      // a time, so that the call itself still acts on a non-link leaf.
+      struct stat st;
+      if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+          !S_ISLNK(st.st_mode)) {
+        return at;
+      }
+      if (hops >= kMaxSymlinkHops) return ErrnoStatus(op, path, ELOOP);
+      RBLN_ASSIGN_OR_RETURN(std::string target,
+                            ReadLink(op, path, at.dir, at.leaf));
+      const size_t slash = resolved.rfind('/');
+      resolved = slash == std::string::npos
+                     ? target
+                     : absl::StrCat(resolved.substr(0, slash + 1), target);
+      if (resolved.size() >= PATH_MAX) {
+        return ErrnoStatus(op, path, ENAMETOOLONG);
+      }
+    }
+  }
+
+  // Where `rel` (relative to the root; "" for the root itself) is: its
+  // parent resolved beneath the root, and its last component. A last
+  // component of "." or ".." (from a followed link) is resolved with the
+  // parent, leaving ".".
+  absl::StatusOr<Location> LocateBeneath(absl::string_view op,
+                                         absl::string_view path,
+                                         const std::string& rel) const {
+    Location at;
     at.dir = root_fd_.get();
-    if (parts.empty()) {
+    if (rel.empty()) {
       at.leaf = ".";
       return at;
     }
-    at.leaf = std::string(parts.back());
-    parts.pop_back();
-    if (parts.empty()) return at;
-    RBLN_ASSIGN_OR_RETURN(at.holder,
-                          ResolveDir(op, path, absl::StrJoin(parts, "/")));
+    const size_t slash = rel.rfind('/');
+    std::string parent = slash == std::string::npos ? "" : rel.substr(0, slash);
+    at.leaf = slash == std::string::npos ? rel : rel.substr(slash + 1);
+    if (at.leaf == "." || at.leaf == "..") {
+      parent = rel;
+      at.leaf = ".";
+    }
+    if (parent.empty()) return at;
+    RBLN_ASSIGN_OR_RETURN(at.holder, ResolveDir(op, path, parent));
     at.dir = at.holder.get();
     return at;
+  }
+
+  // The target of the symbolic link `leaf` in `dir`: a relative path (an
+  // absolute one could only lead outside the root).
+  absl::StatusOr<std::string> ReadLink(absl::string_view op,
+                                       absl::string_view path, int dir,
+                                       const std::string& leaf) const {
+    char buf[PATH_MAX];
+    const ssize_t n = readlinkat(dir, leaf.c_str(), buf, sizeof(buf));
+    if (n < 0) return ErrnoStatus(op, path, errno);
+    if (static_cast<size_t>(n) >= sizeof(buf)) {
+      return ErrnoStatus(op, path, ENAMETOOLONG);
+    }
+    std::string target(buf, static_cast<size_t>(n));
+    if (target.empty() || target[0] == '/')
+      return ResolveError(op, path, EXDEV);
+    return target;
   }
 
   // A descriptor (O_PATH) of the directory `rel` beneath the root, reached
@@ -597,8 +674,8 @@ class PosixEnv : public Env {
     if (use_openat2_ && openat2_works_.load(std::memory_order_relaxed)) {
       struct open_how how = {};
       how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-      how.resolve =
-          RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+      how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS |
+                    (follow_symlinks_ ? 0 : RESOLVE_NO_SYMLINKS);
       for (int attempt = 0; attempt < 3; ++attempt) {
         long fd = syscall(SYS_openat2, root_fd_.get(), rel.c_str(), &how,
                           sizeof(how));
@@ -613,26 +690,59 @@ class PosixEnv : public Env {
         return ResolveError(op, path, err);
       }
     }
-    UniqueFd dir;
-    int at = root_fd_.get();
-    for (absl::string_view part : absl::StrSplit(rel, '/')) {
-      const std::string name(part);
-      UniqueFd next(openat(at, name.c_str(),
-                           O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (next.get() < 0) {
-        return ResolveError(op, path, LinkAwareErrno(at, name.c_str(), errno));
+    // One component at a time, never following a link by the kernel: a
+    // link is refused, or (follow_symlinks_) its relative target is walked
+    // in its place; ".." goes back up the directories walked, never above
+    // the root.
+    std::vector<UniqueFd> walked;
+    std::deque<std::string> pending =
+        absl::StrSplit(rel, '/', absl::SkipEmpty());
+    int hops = 0;
+    while (!pending.empty()) {
+      const std::string name = std::move(pending.front());
+      pending.pop_front();
+      if (name == ".") continue;
+      if (name == "..") {
+        if (walked.empty()) return ResolveError(op, path, EXDEV);
+        walked.pop_back();
+        continue;
       }
-      dir = std::move(next);
-      at = dir.get();
+      const int at = walked.empty() ? root_fd_.get() : walked.back().get();
+      UniqueFd next(openat(at, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+      struct stat st;
+      if (next.get() < 0 || fstat(next.get(), &st) != 0) {
+        return ResolveError(op, path, errno);
+      }
+      if (S_ISLNK(st.st_mode)) {
+        if (!follow_symlinks_ || ++hops > kMaxSymlinkHops) {
+          return ResolveError(op, path, ELOOP);
+        }
+        RBLN_ASSIGN_OR_RETURN(std::string target, ReadLink(op, path, at, name));
+        std::vector<std::string> parts =
+            absl::StrSplit(target, '/', absl::SkipEmpty());
+        pending.insert(pending.begin(), parts.begin(), parts.end());
+        continue;
+      }
+      if (!S_ISDIR(st.st_mode)) return ResolveError(op, path, ENOTDIR);
+      walked.push_back(std::move(next));
     }
-    return dir;
+    if (walked.empty()) {
+      UniqueFd root(
+          openat(root_fd_.get(), ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (root.get() < 0) return ResolveError(op, path, errno);
+      return root;
+    }
+    return std::move(walked.back());
   }
 
-  static absl::Status ResolveError(absl::string_view op, absl::string_view path,
-                                   int err) {
+  absl::Status ResolveError(absl::string_view op, absl::string_view path,
+                            int err) const {
     if (err == EXDEV) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          op, " ", path, ": the path leads outside the artifact store"));
+      return absl::PermissionDeniedError(
+          absl::StrCat(op, " ", path, ": the path leads outside ",
+                       read_only_ ? "the read-only root" : "the artifact store",
+                       " (a symbolic link to an absolute path, or one that "
+                       "climbs above the root, is not followed)"));
     }
     return ErrnoStatus(op, path, err);
   }
@@ -640,6 +750,8 @@ class PosixEnv : public Env {
   const std::string root_;  // "" when unconfined
   const UniqueFd root_fd_{};
   const bool use_openat2_ = true;
+  const bool read_only_ = false;
+  const bool follow_symlinks_ = false;
   mutable std::atomic<bool> openat2_works_{true};
 };
 
@@ -704,7 +816,7 @@ absl::StatusOr<std::unique_ptr<Env>> NewConfinedEnv(
     return ErrnoStatus("open", canonical, errno);
   }
   return std::make_unique<PosixEnv>(std::move(canonical), std::move(fd),
-                                    options.use_openat2);
+                                    options);
 }
 
 std::string JoinPath(absl::string_view dir, absl::string_view name) {
@@ -747,18 +859,18 @@ absl::Status RemoveTree(Env* env, const std::string& path) {
   return RemoveTreeAt(env, path, 0);
 }
 
-absl::Status CopyFile(Env* env, const std::string& from,
+absl::Status CopyFile(Env* from_env, const std::string& from, Env* to_env,
                       const std::string& to) {
-  RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(from));
+  RBLN_ASSIGN_OR_RETURN(FileStat st, from_env->Stat(from));
   RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> src,
-                        env->NewRandomAccessFile(from));
+                        from_env->NewRandomAccessFile(from));
   RBLN_ASSIGN_OR_RETURN(uint64_t size, src->Size());
   RBLN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> dst,
-                        env->NewWritableFile(to));
+                        to_env->NewWritableFile(to));
   RBLN_RETURN_IF_ERROR(dst->CopyRangeFrom(*src, 0, size, 0));
   RBLN_RETURN_IF_ERROR(dst->Sync());
   RBLN_RETURN_IF_ERROR(dst->Close());
-  return env->SetOwnership(to, FileOwnership::Of(st));
+  return to_env->SetOwnership(to, FileOwnership::Of(st));
 }
 
 }  // namespace rbln

@@ -153,6 +153,66 @@ TEST_P(ConfinedEnvTest, SetOwnershipChangesModeAndRefusesLinks) {
   EXPECT_NE(st.st_mode & 07777, 0777u);
 }
 
+// A read-only root's Env: links that stay beneath the root are followed,
+// in any component and as the last one; others are refused; nothing is
+// written.
+TEST_P(ConfinedEnvTest, ReadOnlyRootFollowsLinksThatStayInside) {
+  std::filesystem::create_directories(root_ + "/blobs");
+  std::filesystem::create_directories(root_ + "/snap/rev");
+  testing::WriteFileOrDie(root_ + "/blobs/b1", "blob one");
+  std::filesystem::create_symlink("../../blobs/b1", root_ + "/snap/rev/file");
+  std::filesystem::create_symlink("rev", root_ + "/snap/latest");
+  std::filesystem::create_symlink("../../../outside/secret",
+                                  root_ + "/snap/rev/escape");
+  std::filesystem::create_symlink("loop", root_ + "/snap/loop");
+  absl::StatusOr<std::unique_ptr<Env>> env =
+      NewConfinedEnv(root_, {.use_openat2 = GetParam(),
+                             .read_only = true,
+                             .follow_symlinks_beneath = true});
+  ASSERT_TRUE(env.ok()) << env.status();
+  Env* ro = env->get();
+
+  for (const std::string path : {"/snap/rev/file", "/snap/latest/file"}) {
+    absl::StatusOr<std::string> text = ro->ReadFileToString(root_ + path, 100);
+    ASSERT_TRUE(text.ok()) << path << ": " << text.status();
+    EXPECT_EQ(*text, "blob one") << path;
+  }
+  absl::StatusOr<FileStat> st = ro->Stat(root_ + "/snap/rev/file");
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->type, FileType::kRegular);
+  EXPECT_EQ(st->size, 8u);
+  st = ro->Stat(root_ + "/snap/latest");
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->type, FileType::kDirectory);
+
+  // Leading outside: a relative link that climbs out, an absolute one, a
+  // link to a directory outside; and an absolute link, even one into the
+  // root (as RESOLVE_BENEATH, which cannot tell where it would lead).
+  for (const std::string path : {"/snap/rev/escape", "/dir/link",
+                                 "/door/secret", "/door", "/alias/file"}) {
+    absl::StatusOr<std::string> text = ro->ReadFileToString(root_ + path, 100);
+    EXPECT_EQ(text.status().code(), absl::StatusCode::kPermissionDenied)
+        << path << ": " << text.status();
+    EXPECT_THAT(text.status().message(),
+                HasSubstr("outside the read-only root"))
+        << path;
+  }
+  EXPECT_FALSE(ro->Stat(root_ + "/snap/loop").ok());
+
+  // Nothing is written.
+  for (const absl::Status& status :
+       {WriteStringToNewFile(ro, root_ + "/dir/new", "x"),
+        ro->CreateDir(root_ + "/newdir"), ro->RemoveFile(root_ + "/dir/file"),
+        ro->Rename(root_ + "/dir/file", root_ + "/dir/moved"),
+        ro->LockFile(root_ + "/dir/lock", true, false).status()}) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
+    EXPECT_THAT(status.message(), HasSubstr("read-only root"));
+  }
+  EXPECT_TRUE(std::filesystem::exists(root_ + "/dir/file"));
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/dir/new"));
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/dir/lock"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Resolution, ConfinedEnvTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Openat2" : "ComponentWalk";

@@ -28,17 +28,21 @@ constexpr int kMaxCompanionDepth = 32;
 
 // Copies (or links) the companion entry `name` of `from_dir` into `to_dir`,
 // recursing into directories, which are fsynced.
-absl::Status CopyCompanion(Env* env, const std::string& from_dir,
+// `from_dir` is read through `source`, `to_dir` written through `env`; a
+// link needs both to be the same.
+absl::Status CopyCompanion(Env* source, Env* env, const std::string& from_dir,
                            const std::string& to_dir, const std::string& name,
                            bool link, int depth = 0) {
   const std::string from = JoinPath(from_dir, name);
   const std::string to = JoinPath(to_dir, name);
-  RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(from));
+  RBLN_ASSIGN_OR_RETURN(FileStat st, source->Stat(from));
   switch (st.type) {
     case FileType::kRegular:
       // A hard link keeps the owner and mode with the inode.
-      if (link && env->Link(from, to).ok()) return absl::OkStatus();
-      return CopyFile(env, from, to);
+      if (link && source == env && env->Link(from, to).ok()) {
+        return absl::OkStatus();
+      }
+      return CopyFile(source, from, env, to);
     case FileType::kDirectory: {
       if (depth >= kMaxCompanionDepth) {
         return absl::FailedPreconditionError(
@@ -46,10 +50,11 @@ absl::Status CopyCompanion(Env* env, const std::string& from_dir,
                          kMaxCompanionDepth, " levels; artifacts do not"));
       }
       RBLN_RETURN_IF_ERROR(env->CreateDir(to));
-      RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env->ListDir(from));
+      RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries,
+                            source->ListDir(from));
       for (const DirEntry& entry : entries) {
         RBLN_RETURN_IF_ERROR(
-            CopyCompanion(env, from, to, entry.name, link, depth + 1));
+            CopyCompanion(source, env, from, to, entry.name, link, depth + 1));
       }
       RBLN_RETURN_IF_ERROR(env->SetOwnership(to, FileOwnership::Of(st)));
       return env->SyncDir(to);
@@ -223,9 +228,11 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
                ? WriteCancelled("while it was being staged")
                : absl::OkStatus();
   };
+  Env* const source = options.source_env != nullptr ? options.source_env : env;
   // Every file written gets the owner and mode of the one it replaces.
-  auto keep_ownership = [env](const std::string& from, const std::string& to) {
-    RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(from));
+  auto keep_ownership = [env, source](const std::string& from,
+                                      const std::string& to) {
+    RBLN_ASSIGN_OR_RETURN(FileStat st, source->Stat(from));
     return env->SetOwnership(to, FileOwnership::Of(st));
   };
   for (size_t i = 0; i < containers.size(); ++i) {
@@ -233,7 +240,7 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
     const std::string from = JoinPath(artifact.dir(), containers[i].file_name);
     const std::string to = JoinPath(out_dir, containers[i].file_name);
     RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> src,
-                          env->NewRandomAccessFile(from));
+                          source->NewRandomAccessFile(from));
     RBLN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out,
                           env->NewWritableFile(to));
     RBLN_RETURN_IF_ERROR(WriteContainerWithHeader(*src, containers[i].container,
@@ -254,8 +261,8 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
       keep_ownership(JoinPath(artifact.dir(), kRblnConfigFileName), config_to));
   for (const std::string& name : artifact.companion_files()) {
     RBLN_RETURN_IF_ERROR(check_cancelled());
-    RBLN_RETURN_IF_ERROR(CopyCompanion(env, artifact.dir(), out_dir, name,
-                                       options.link_companions));
+    RBLN_RETURN_IF_ERROR(CopyCompanion(source, env, artifact.dir(), out_dir,
+                                       name, options.link_companions));
   }
   // Last, as the directory's own mode may not let anyone add to it.
   RBLN_RETURN_IF_ERROR(keep_ownership(artifact.dir(), out_dir));

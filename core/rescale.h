@@ -72,6 +72,9 @@ absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
 absl::Status WriteCancelled(absl::string_view when);
 
 struct WriteResizedOptions {
+  // Reads the artifact's files (a read-only root's Env); null: the Env the
+  // result is written through.
+  Env* source_env = nullptr;
   // Hard-link companion files instead of copying them (falling back to a
   // copy where linking fails, e.g. across file systems). Safe because no
   // file of an artifact is ever modified in place.

@@ -267,7 +267,103 @@ ArtifactStore::ArtifactStore(Env* env, std::string root, StoreOptions options)
     : env_(env),
       root_(std::move(root)),
       options_(std::move(options)),
-      spec_table_(NewSpecTableProvider()) {}
+      spec_table_(NewSpecTableProvider()) {
+  names_.push_back({"", root_, ""});
+}
+
+absl::StatusOr<ReadOnlyRootSpec> ParseReadOnlyRoot(absl::string_view text) {
+  ReadOnlyRootSpec spec;
+  const size_t equals = text.find('=');
+  const size_t slash = text.find('/');
+  if (equals != absl::string_view::npos && equals < slash) {
+    spec.name = std::string(text.substr(0, equals));
+    spec.dir = std::string(text.substr(equals + 1));
+  } else {
+    spec.dir = std::string(text);
+  }
+  std::string dir = spec.dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  if (dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--read-only-root ", Echo(text), ": give [NAME=]DIR, a directory"));
+  }
+  if (spec.name.empty()) spec.name = Basename(dir);
+  if (!IsValidRootName(spec.name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--read-only-root ", Echo(text), ": the name '", Echo(spec.name),
+        "' may hold only letters, digits, '-', '_' and '.' (not first), at "
+        "most ",
+        kMaxRootNameBytes, " of them; give one with NAME=DIR"));
+  }
+  return spec;
+}
+
+absl::Status ArtifactStore::OpenReadOnlyRoots() {
+  for (const ReadOnlyRootSpec& spec : options_.read_only_roots) {
+    const std::string what =
+        absl::StrCat("read-only root ", spec.name, "=", Echo(spec.dir));
+    if (!IsValidRootName(spec.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": not a valid root name"));
+    }
+    absl::StatusOr<std::unique_ptr<Env>> env = NewConfinedEnv(
+        spec.dir, {.read_only = true, .follow_symlinks_beneath = true});
+    if (!env.ok()) {
+      return absl::Status(env.status().code(),
+                          absl::StrCat(what, ": ", env.status().message()));
+    }
+    const std::string dir = (*env)->ConfinedRoot();
+    for (const NamedRoot& other : names_) {
+      if (other.name == spec.name) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": the name ", spec.name,
+                         " is taken; give each root its own with NAME=DIR"));
+      }
+      if (IsWithin(dir, other.dir) || IsWithin(other.dir, dir)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " (", dir, ") overlaps ",
+            other.name.empty() ? "the store "
+                               : absl::StrCat("the root ", other.name, " "),
+            other.dir,
+            "; roots must be separate directories (nothing is written in a "
+            "read-only root, everything in the store)"));
+      }
+    }
+    std::error_code ec;
+    std::string given =
+        std::filesystem::absolute(spec.dir, ec).lexically_normal().string();
+    while (given.size() > 1 && given.back() == '/') given.pop_back();
+    names_.push_back({spec.name, dir, !ec && given != dir ? given : ""});
+    read_only_.push_back({*std::move(env)});
+  }
+  return absl::OkStatus();
+}
+
+std::vector<StoreRootInfo> ArtifactStore::roots() const {
+  std::vector<StoreRootInfo> roots;
+  for (size_t i = 0; i < names_.size(); ++i) {
+    roots.push_back({names_[i].name, names_[i].dir, i > 0});
+  }
+  return roots;
+}
+
+ArtifactStore::Located ArtifactStore::LocateRel(size_t root,
+                                                std::string rel) const {
+  Located at;
+  at.root = root;
+  at.name = QualifiedArtifactName(names_[root], rel);
+  at.path = rel.empty() ? names_[root].dir : JoinPath(names_[root].dir, rel);
+  at.rel = std::move(rel);
+  at.env = root == 0 ? env_ : read_only_[root - 1].env.get();
+  at.read_only = root > 0;
+  return at;
+}
+
+absl::StatusOr<ArtifactStore::Located> ArtifactStore::Locate(
+    absl::string_view name) const {
+  RBLN_ASSIGN_OR_RETURN(RootedName rooted, ResolveArtifactName(name, names_));
+  return LocateRel(rooted.root, std::move(rooted.rel));
+}
 
 ArtifactStore::~ArtifactStore() = default;
 
@@ -313,6 +409,8 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(
       std::filesystem::absolute(root, ec).lexically_normal().string();
   while (given.size() > 1 && given.back() == '/') given.pop_back();
   if (!ec && given != canonical_root) store->given_root_ = given;
+  store->names_[0].given_dir = store->given_root_;
+  RBLN_RETURN_IF_ERROR(store->OpenReadOnlyRoots());
 
   const std::string state_dir = JoinPath(canonical_root, kStateDirName);
   for (const std::string& dir : {state_dir, JoinPath(state_dir, "locks")}) {
@@ -370,23 +468,34 @@ void ArtifactStore::RemoveStaleLockFiles(const std::string& dir) {
 }
 
 absl::Status ArtifactStore::WalkStore(const StoreVisitor& visit) {
+  return WalkRoot(0, visit, nullptr);
+}
+
+absl::Status ArtifactStore::WalkRoot(
+    size_t root, const StoreVisitor& visit,
+    std::vector<StoreListing::Skipped>* skipped) {
+  auto skip = [&](const std::string& rel, std::string reason) {
+    const std::string name = QualifiedArtifactName(names_[root], rel);
+    spdlog::warn("skipping {}: {}", LogValue(name), LogValue(reason));
+    if (skipped != nullptr) skipped->push_back({name, std::move(reason)});
+  };
   std::vector<std::pair<std::string, int>> pending = {{"", 0}};
   while (!pending.empty()) {
     const auto [rel, depth] = std::move(pending.back());
     pending.pop_back();
-    absl::StatusOr<std::vector<DirEntry>> entries = env_->ListDir(PathOf(rel));
+    const Located dir = LocateRel(root, rel);
+    absl::StatusOr<std::vector<DirEntry>> entries = dir.env->ListDir(dir.path);
     if (!entries.ok()) {
       // The root must be readable; one bad directory below it (removed
       // meanwhile, unreadable, too deep a path) must not hide the rest.
       if (rel.empty()) return entries.status();
-      spdlog::warn("skipping {} of the store: {}", LogValue(rel),
-                   LogValue(entries.status().message()));
+      skip(rel, absl::StrCat("cannot be read: ", entries.status().message()));
       continue;
     }
     for (std::string& child : visit(rel, *entries)) {
       if (depth + 1 >= kMaxStoreDepth) {
-        spdlog::warn("not looking into {}: deeper than {} directories",
-                     LogValue(child), kMaxStoreDepth);
+        skip(child,
+             absl::StrCat("deeper than ", kMaxStoreDepth, " directories"));
         continue;
       }
       pending.emplace_back(std::move(child), depth + 1);
@@ -430,7 +539,8 @@ absl::Status ArtifactStore::RemoveDebris() {
 
 absl::StatusOr<std::string> ArtifactStore::CanonicalName(
     absl::string_view name) const {
-  return CanonicalArtifactName(name, root_, given_root_);
+  RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
+  return std::move(at.name);
 }
 
 std::string ArtifactStore::PathOf(absl::string_view canonical_name) const {
@@ -482,33 +592,103 @@ absl::StatusOr<DramChoice> ArtifactStore::DeviceFor(
 
 absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
                                              const ArtifactOptions& options) {
-  RBLN_ASSIGN_OR_RETURN(std::string canonical, CanonicalName(name));
-  std::shared_ptr<LockEntry> entry = Entry(canonical);
+  RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
+  std::shared_ptr<LockEntry> entry = Entry(at.name);
   absl::ReaderMutexLock lock(&entry->rw);
-  return Artifact::Open(env_, PathOf(canonical), options);
+  return Artifact::Open(at.env, at.path, options);
 }
 
 absl::StatusOr<std::vector<std::string>> ArtifactStore::List() {
-  std::vector<std::string> names;
-  RBLN_RETURN_IF_ERROR(WalkStore([&](const std::string& rel,
-                                     const std::vector<DirEntry>& entries) {
-    std::vector<std::string> descend;
-    for (const DirEntry& entry : entries) {
-      if (entry.type != FileType::kDirectory ||
-          absl::StartsWith(entry.name, ".")) {
-        continue;
-      }
-      std::string child = rel.empty() ? entry.name : JoinPath(rel, entry.name);
-      if (IsArtifactDir(env_, PathOf(child)).value_or(false)) {
-        names.push_back(std::move(child));
-      } else {
-        descend.push_back(std::move(child));
-      }
+  StoreListing listing;
+  RBLN_RETURN_IF_ERROR(ListRoot(0, &listing));
+  return std::move(listing.names);
+}
+
+absl::StatusOr<StoreListing> ArtifactStore::ListAll() {
+  StoreListing listing;
+  for (size_t root = 0; root < names_.size(); ++root) {
+    RBLN_RETURN_IF_ERROR(ListRoot(root, &listing));
+  }
+  return listing;
+}
+
+absl::Status ArtifactStore::ListRoot(size_t root, StoreListing* listing) {
+  const size_t first = listing->names.size();
+  // Whether `rel` is an artifact; what cannot be told is noted as skipped
+  // (false), so that nothing is passed over silently.
+  auto is_artifact = [&](const std::string& rel) {
+    const Located at = LocateRel(root, rel);
+    absl::StatusOr<std::optional<FileStat>> config =
+        StatIfExists(at.env, JoinPath(at.path, kRblnConfigFileName));
+    if (!config.ok()) {
+      listing->skipped.push_back(
+          {at.name, std::string(config.status().message())});
+      return false;
     }
-    return descend;
-  }));
-  std::sort(names.begin(), names.end());
-  return names;
+    if (config->has_value() && (*config)->type == FileType::kSymlink) {
+      listing->skipped.push_back(
+          {at.name, absl::StrCat(kRblnConfigFileName,
+                                 " is a symbolic link; the store follows "
+                                 "none (copy the file in, or serve the "
+                                 "artifact with --read-only-root)")});
+      return false;
+    }
+    return config->has_value() && (*config)->type == FileType::kRegular;
+  };
+  auto skip = [&](const Located& at, std::string reason) {
+    listing->skipped.push_back({at.name, std::move(reason)});
+  };
+  // A read-only root may be one artifact itself.
+  if (root > 0 && is_artifact("")) {
+    listing->names.push_back(LocateRel(root, "").name);
+    return absl::OkStatus();
+  }
+  RBLN_RETURN_IF_ERROR(WalkRoot(
+      root,
+      [&](const std::string& rel, const std::vector<DirEntry>& entries) {
+        std::vector<std::string> descend;
+        for (const DirEntry& entry : entries) {
+          if (absl::StartsWith(entry.name, ".")) continue;
+          std::string child =
+              rel.empty() ? entry.name : JoinPath(rel, entry.name);
+          const Located at = LocateRel(root, child);
+          if (entry.type == FileType::kSymlink) {
+            if (root == 0) {
+              skip(at,
+                   "a symbolic link; the store follows none (move the "
+                   "artifact into the store, or serve the directory it "
+                   "lives in with --read-only-root)");
+              continue;
+            }
+            // In a read-only root a link is followed if it stays inside.
+            absl::StatusOr<FileStat> target = at.env->Stat(at.path);
+            if (!target.ok()) {
+              skip(at, std::string(target.status().message()));
+              continue;
+            }
+            if (target->type != FileType::kDirectory) continue;
+            if (is_artifact(child)) {
+              listing->names.push_back(at.name);
+            } else {
+              skip(at,
+                   "a symbolic link to a directory that is not an artifact; "
+                   "links are not walked into");
+            }
+            continue;
+          }
+          if (entry.type != FileType::kDirectory) continue;
+          const size_t noted = listing->skipped.size();
+          if (is_artifact(child)) {
+            listing->names.push_back(at.name);
+          } else if (listing->skipped.size() == noted) {
+            descend.push_back(std::move(child));
+          }
+        }
+        return descend;
+      },
+      &listing->skipped));
+  std::sort(listing->names.begin() + first, listing->names.end());
+  return absl::OkStatus();
 }
 
 absl::Status ArtifactStore::CheckNotInsideArtifact(
@@ -532,12 +712,22 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
     return absl::InvalidArgumentError(
         "give exactly one of a target block count and a memory budget");
   }
-  RBLN_ASSIGN_OR_RETURN(std::string name, CanonicalName(request.name));
+  RBLN_ASSIGN_OR_RETURN(const Located source, Locate(request.name));
+  const std::string& name = source.name;
   std::string output_name;
   std::vector<std::string> lock_names = {name};
   if (!request.output_name.empty()) {
-    RBLN_ASSIGN_OR_RETURN(output_name, CanonicalName(request.output_name));
-    if (IsWithin(output_name, name) || IsWithin(name, output_name)) {
+    RBLN_ASSIGN_OR_RETURN(const Located output, Locate(request.output_name));
+    if (output.read_only) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "output directory ", Echo(output.name), " is in the read-only root ",
+          names_[output.root].name,
+          "; nothing is ever written there: choose a directory in the store ",
+          root_));
+    }
+    output_name = output.name;
+    if (!source.read_only &&
+        (IsWithin(output_name, name) || IsWithin(name, output_name))) {
       return absl::InvalidArgumentError(absl::StrCat(
           "output directory ", output_name,
           output_name == name ? " is the artifact itself"
@@ -549,8 +739,22 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   } else if (request.replace) {
     return absl::InvalidArgumentError(
         "replace applies only to an output directory");
+  } else if (source.read_only && !request.dry_run) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        Echo(name), " is in the read-only root ", names_[source.root].name,
+        " (rbln-artifactd --read-only-root ", names_[source.root].name, "=",
+        names_[source.root].dir,
+        ") and cannot be changed in place; write a resized copy into the "
+        "store instead: rbln-artifact ",
+        request.target.has_value()
+            ? absl::StrCat("--set-kvcache-num-blocks ", *request.target)
+            : absl::StrCat("--set-memory-budget ", request.budget->ToString()),
+        " --model-id ", Echo(request.name), " --output-dir ",
+        JoinPath(root_, source.rel.empty() ? names_[source.root].name
+                                           : Basename(source.rel))));
   }
   for (const std::string& written : lock_names) {
+    if (written == name && source.read_only) continue;
     RBLN_RETURN_IF_ERROR(CheckNotInsideArtifact(written));
   }
   if (request.dry_run) {
@@ -567,11 +771,11 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   // directory that can be created: a name that resolves to nothing leaves
   // no trace in the state directory.
   RBLN_ASSIGN_OR_RETURN(const bool is_artifact,
-                        IsArtifactDir(env_, PathOf(name)));
+                        IsArtifactDir(source.env, source.path));
   if (!is_artifact) {
     // Artifact::Open says precisely what is missing (unless it has just
     // appeared, and then the write goes on).
-    RBLN_RETURN_IF_ERROR(Artifact::Open(env_, PathOf(name)).status());
+    RBLN_RETURN_IF_ERROR(Artifact::Open(source.env, source.path).status());
   }
   if (!output_name.empty()) {
     RBLN_RETURN_IF_ERROR(CheckOutput(output_name, request.replace).status());
@@ -579,11 +783,11 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   RBLN_ASSIGN_OR_RETURN(
       std::unique_ptr<WriterLease> lease,
       WriterLease::Acquire(this, lock_names, request.is_cancelled));
-  return WriteLocked(request, name, output_name);
+  return WriteLocked(request, source, output_name);
 }
 
 absl::Status ArtifactStore::VerifyBeforeCopy(
-    const Artifact& artifact, bool requested,
+    Env* env, const Artifact& artifact, bool requested,
     std::vector<std::string>* warnings) {
   const uint64_t payload = PayloadBytes(artifact);
   if (!requested && payload > kCheapVerifyBytes) {
@@ -596,7 +800,7 @@ absl::Status ArtifactStore::VerifyBeforeCopy(
   for (const ContainerFile& file : artifact.containers()) {
     const std::string path = JoinPath(artifact.dir(), file.file_name);
     RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> in,
-                          env_->NewRandomAccessFile(path));
+                          env->NewRandomAccessFile(path));
     absl::Status status = VerifyPayload(*in, file.container);
     if (absl::IsDataLoss(status)) {
       return absl::DataLossError(absl::StrCat(
@@ -647,21 +851,24 @@ absl::StatusOr<ResizePlan> ArtifactStore::Plan(const WriteRequest& request,
 }
 
 absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
-    const WriteRequest& request, const std::string& name,
+    const WriteRequest& request, const Located& source,
     const std::string& output_name) {
+  const std::string& name = source.name;
   RBLN_RETURN_IF_ERROR(CheckCancelled(request));
   // Writers on this artifact are excluded by the lease, so this snapshot
   // stays current until the commit.
-  RBLN_ASSIGN_OR_RETURN(Artifact artifact, Artifact::Open(env_, PathOf(name)));
+  RBLN_ASSIGN_OR_RETURN(Artifact artifact,
+                        Artifact::Open(source.env, source.path));
   WriteResult result;
   RBLN_ASSIGN_OR_RETURN(ResizePlan plan,
                         Plan(request, name, output_name, artifact, &result));
   if (!(output_name.empty() && plan.is_no_op())) {
-    RBLN_RETURN_IF_ERROR(
-        VerifyBeforeCopy(artifact, request.verify, &result.warnings));
+    RBLN_RETURN_IF_ERROR(VerifyBeforeCopy(source.env, artifact, request.verify,
+                                          &result.warnings));
   }
 
   WriteResizedOptions write_options;
+  write_options.source_env = source.env;
   write_options.is_cancelled = request.is_cancelled;
   if (request.progress) {
     const uint64_t total = PayloadBytes(artifact);

@@ -48,6 +48,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/artifact.h"
+#include "core/artifact_name.h"
 #include "core/budget.h"
 #include "core/device_spec.h"
 #include "core/dram.h"
@@ -65,8 +66,25 @@ inline constexpr char kStateDirName[] = ".rbln-artifactd";
 using DeviceResolver =
     std::function<absl::StatusOr<DramChoice>(const Artifact& artifact)>;
 
+// A directory of existing artifacts that the store reads, and copies from
+// into the store, but never changes (`--read-only-root [NAME=]DIR`).
+struct ReadOnlyRootSpec {
+  std::string name;  // artifacts in it are "NAME:path"
+  std::string dir;
+};
+
+// Parses "[NAME=]DIR"; the name defaults to DIR's last component.
+// INVALID_ARGUMENT when DIR is empty or the name is not a valid root name
+// (core/artifact_name.h).
+absl::StatusOr<ReadOnlyRootSpec> ParseReadOnlyRoot(absl::string_view text);
+
 struct StoreOptions {
   DeviceResolver device_resolver;  // empty: the spec table
+  // Read-only roots: symbolic links inside them are followed when they
+  // resolve beneath the same root (a Hugging Face cache links snapshot files
+  // into its blob directory); nothing is ever written inside one, and the
+  // lock files of their artifacts live in the store's state directory.
+  std::vector<ReadOnlyRootSpec> read_only_roots;
   // Wait for a conflicting cross-process artifact lock (a maintenance tool)
   // instead of failing with UNAVAILABLE. The wait ends when the write is
   // cancelled.
@@ -102,8 +120,25 @@ struct WriteRequest {
   std::function<bool()> is_cancelled;
 };
 
+// A root of names: the store, or a read-only root.
+struct StoreRootInfo {
+  std::string name;  // "" for the store
+  std::string dir;   // resolved
+  bool read_only = false;
+};
+
+// What List found and what it passed over.
+struct StoreListing {
+  std::vector<std::string> names;  // canonical names, sorted per root
+  struct Skipped {
+    std::string name;  // canonical name of the entry
+    std::string reason;
+  };
+  std::vector<Skipped> skipped;
+};
+
 struct WriteResult {
-  std::string name;         // canonical store-relative name of the source
+  std::string name;         // canonical name of the source
   std::string output_name;  // canonical name written ("" when in place)
   uint64_t previous_num_blocks = 0;
   uint64_t new_num_blocks = 0;
@@ -136,9 +171,14 @@ class ArtifactStore {
   // Store-relative paths of the staging directories removed at open.
   const std::vector<std::string>& recovered() const { return recovered_; }
 
-  // The canonical store-relative name for `name`, checked as the file
-  // comment says. Does not require the artifact to exist.
+  // The store first, then the read-only roots in the order given.
+  std::vector<StoreRootInfo> roots() const;
+
+  // The canonical name for `name` ("team/llama" in the store, "NAME:path"
+  // in a read-only root), checked as the file comment says. Does not
+  // require the artifact to exist.
   absl::StatusOr<std::string> CanonicalName(absl::string_view name) const;
+  // The absolute path of a canonical name in the store.
   std::string PathOf(absl::string_view canonical_name) const;
 
   // Opens an artifact for reading (a consistent snapshot).
@@ -149,8 +189,13 @@ class ArtifactStore {
   absl::StatusOr<WriteResult> Write(const WriteRequest& request);
 
   // Canonical names of every artifact (a directory holding
-  // rbln_config.json) under the root, sorted; hidden entries are skipped.
+  // rbln_config.json) under the store root, sorted; hidden entries are
+  // skipped.
   absl::StatusOr<std::vector<std::string>> List();
+  // The same for the store and every read-only root, with what was passed
+  // over and why (a symbolic link in the store, one leading outside its
+  // read-only root, an unreadable or too deep directory).
+  absl::StatusOr<StoreListing> ListAll();
 
   // The device figures that apply to `artifact`.
   absl::StatusOr<DramChoice> DeviceFor(const Artifact& artifact) const;
@@ -160,7 +205,24 @@ class ArtifactStore {
   class ArtifactLock;
   class WriterLease;
 
+  // Where a name resolved: roots_[root] at `rel`.
+  struct Located {
+    size_t root = 0;
+    std::string rel;
+    std::string name;  // canonical (qualified) name
+    std::string path;  // absolute
+    Env* env = nullptr;
+    bool read_only = false;
+  };
+  // A read-only root: its names and its own Env.
+  struct ReadOnlyRoot {
+    std::unique_ptr<Env> env;
+  };
+
   ArtifactStore(Env* env, std::string root, StoreOptions options);
+  absl::Status OpenReadOnlyRoots();
+  absl::StatusOr<Located> Locate(absl::string_view name) const;
+  Located LocateRel(size_t root, std::string rel) const;
   std::shared_ptr<LockEntry> Entry(const std::string& canonical_name);
   std::string LockFilePath(const std::string& canonical_name) const;
   // INVALID_ARGUMENT when a proper ancestor of the name is an artifact.
@@ -172,6 +234,12 @@ class ArtifactStore {
   using StoreVisitor = std::function<std::vector<std::string>(
       const std::string& rel, const std::vector<DirEntry>& entries)>;
   absl::Status WalkStore(const StoreVisitor& visit);
+  // The same for any root; what it skips is added to `skipped` (when not
+  // null) besides being logged.
+  absl::Status WalkRoot(size_t root, const StoreVisitor& visit,
+                        std::vector<StoreListing::Skipped>* skipped);
+  // The artifacts of roots_[root], appended to `listing`.
+  absl::Status ListRoot(size_t root, StoreListing* listing);
   absl::Status RemoveDebris();
   // Removes the lock files in `dir` that nobody holds (left by a writer
   // that was killed), as their holder would have.
@@ -186,10 +254,11 @@ class ArtifactStore {
   // Checks the payload checksums of `artifact` before a write copies it:
   // always when `requested`, else when that is cheap (kCheapVerifyBytes).
   // When the payload is not checked, says so in `warnings`.
-  absl::Status VerifyBeforeCopy(const Artifact& artifact, bool requested,
+  absl::Status VerifyBeforeCopy(Env* env, const Artifact& artifact,
+                                bool requested,
                                 std::vector<std::string>* warnings);
   absl::StatusOr<WriteResult> WriteLocked(const WriteRequest& request,
-                                          const std::string& name,
+                                          const Located& source,
                                           const std::string& output_name);
   // Writes the resized artifact into `staging` (created here); on error
   // removes it. `what` names the result in a disk-full message.
@@ -229,6 +298,10 @@ class ArtifactStore {
   const std::string root_;  // resolved (realpath)
   std::string given_root_;  // as given, when it differs
   const StoreOptions options_;
+  // names_[0] is the store; names_[i] (i > 0) the read-only root whose Env
+  // is read_only_[i - 1].env.
+  std::vector<NamedRoot> names_;
+  std::vector<ReadOnlyRoot> read_only_;
   const std::unique_ptr<DramProvider> spec_table_;
   std::unique_ptr<FileLock> store_lock_;
   std::vector<std::string> recovered_;

@@ -17,6 +17,12 @@
 namespace rbln {
 namespace {
 
+// A name or directory as a reply may carry it (any bytes on disk; UTF-8 text
+// on the wire), with room for escapes beyond the longest path.
+std::string WireName(absl::string_view name) {
+  return WireText(name, kMaxArtifactNameBytes + 64);
+}
+
 // Operation ids are client-chosen keys of a bounded table; longer than a
 // UUID with room to spare is a mistake (or an attack on memory).
 constexpr size_t kMaxOperationIdBytes = 128;
@@ -315,13 +321,24 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
     grpc::ServerContext*, const v1::ListArtifactsRequest*,
     v1::ListArtifactsResponse* resp) {
   RequestLog log(this, "ListArtifacts", "");
-  absl::StatusOr<std::vector<std::string>> names = store_->List();
-  if (!names.ok()) return log.Finish(names.status());
+  absl::StatusOr<StoreListing> listing = store_->ListAll();
+  if (!listing.ok()) return log.Finish(listing.status());
   resp->set_store(store_->root());
-  for (const std::string& name : *names) {
+  for (const StoreRootInfo& info : store_->roots()) {
+    v1::StoreRoot* root = resp->add_roots();
+    root->set_name(info.name);
+    root->set_dir(WireName(info.dir));
+    root->set_read_only(info.read_only);
+  }
+  for (const StoreListing::Skipped& entry : listing->skipped) {
+    v1::SkippedEntry* skipped = resp->add_skipped();
+    skipped->set_artifact(WireName(entry.name));
+    skipped->set_reason(WireText(entry.reason));
+  }
+  for (const std::string& name : listing->names) {
     v1::ArtifactSummary* summary = resp->add_artifacts();
     // A directory name is any bytes; a reply's strings must be UTF-8.
-    const std::string shown = WireText(name, kMaxArtifactNameBytes + 64);
+    const std::string shown = WireName(name);
     summary->set_artifact(shown);
     if (shown != name) {
       summary->set_error(

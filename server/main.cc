@@ -145,6 +145,15 @@ int main(int argc, char** argv) {
   // A misspelt entry would otherwise be dropped silently, and the daemon
   // would run with a default the operator meant to change.
   app.allow_config_extras(CLI::config_extras_mode::error);
+  std::vector<std::string> read_only_roots;
+  app.add_option("--read-only-root", read_only_roots,
+                 "Serve the artifacts under DIR read-only, named NAME:path "
+                 "(NAME defaults to DIR's last component): they can be read, "
+                 "described, fitted with a dry run and copied into the store "
+                 "with --output-dir, never changed; symbolic links inside DIR "
+                 "are followed when they stay inside it (a Hugging Face "
+                 "cache). Repeatable")
+      ->type_name("[NAME=]DIR");
   app.add_option("--device-dram", device_dram,
                  "Override the device DRAM: BYTES[,CHIPLETS] per device, e.g. "
                  "16GiB or 144GiB,4; wins over the probe and the spec table");
@@ -207,6 +216,12 @@ int main(int argc, char** argv) {
   std::error_code ec;
   std::filesystem::create_directories(store_dir, ec);
   rbln::StoreOptions store_options;
+  for (const std::string& text : read_only_roots) {
+    absl::StatusOr<rbln::ReadOnlyRootSpec> root = rbln::ParseReadOnlyRoot(text);
+    if (!root.ok())
+      return Fail(kExitUsage, std::string(root.status().message()));
+    store_options.read_only_roots.push_back(*std::move(root));
+  }
   rbln::DramProvider* dram_ptr = dram.get();
   store_options.device_resolver = [dram_ptr](const rbln::Artifact& artifact) {
     return dram_ptr->ForNpu(artifact.npu());
@@ -258,6 +273,11 @@ int main(int argc, char** argv) {
   spdlog::info("rbln-artifactd serving store {} on {} (pid {}); DRAM: {}",
                (*store)->root(), absl::StrJoin(listen, ", "), getpid(),
                chosen->second);
+  for (const rbln::StoreRootInfo& root : (*store)->roots()) {
+    if (root.read_only) {
+      spdlog::info("read-only root {}: {}", root.name, root.dir);
+    }
+  }
 
   // Shutdown (docs/security.md): at the signal no new calls are taken; the
   // running writes get the grace period; then every write not yet at its
