@@ -298,6 +298,12 @@ TEST(ResolveArtifactPathTest, Cases) {
            {"./a", "localhost:50051", "./a"},
            {"../a", "dns:///npu:50051", "../a"},
            {"/abs/a", "localhost:50051", "/abs/a"},
+           // A read-only root's name is sent as given, over either transport.
+           {"hf:models--x/snapshots/abc", kUnix, "hf:models--x/snapshots/abc"},
+           {"models:llama", "localhost:50051", "models:llama"},
+           // Not a root name: a path (a directory whose name has a colon).
+           {"a/b:c", kUnix, "/store/team/a/b:c"},
+           {".x:y", kUnix, "/store/team/.x:y"},
        }) {
     absl::StatusOr<std::string> got =
         ResolveArtifactPath(c.path, c.server, kCwd);
@@ -490,6 +496,34 @@ TEST(FormatTest, ListTableShowsErrorsOnlyWhenThereAreSome) {
                               "\n")));
   EXPECT_EQ(FormatList(v1::ListArtifactsResponse()),
             "store: \n(no artifacts)\n");
+}
+
+TEST(FormatTest, ListShowsReadOnlyRootsAndWhatWasSkipped) {
+  v1::ListArtifactsResponse reply = FromText<v1::ListArtifactsResponse>(R"pb(
+    store: "/srv/store"
+    roots { dir: "/srv/store" }
+    roots { name: "hf" dir: "/data/hub" read_only: true }
+    artifacts {
+      artifact: "hf:models--x/snapshots/abc"
+      kvcache_num_blocks: 16
+      npu: "RBLN-CA12"
+      num_nodes: 1
+      cls_name: "RBLNLlamaForCausalLM"
+    }
+    skipped { artifact: "linked" reason: "a symbolic link" }
+  )pb");
+  EXPECT_EQ(FormatList(reply),
+            "store: /srv/store\n"
+            "read-only root hf: /data/hub (artifacts named hf:PATH)\n"
+            "ARTIFACT                    BLOCKS  NPU        NODES  CLASS\n"
+            "hf:models--x/snapshots/abc      16  RBLN-CA12      1  "
+            "RBLNLlamaForCausalLM\n"
+            "skipped 1:\n"
+            "  linked: a symbolic link\n");
+  reply.clear_artifacts();
+  EXPECT_THAT(FormatList(reply),
+              HasSubstr("(no artifacts)\nskipped 1:\n  linked: a symbolic "
+                        "link\n"));
 }
 
 TEST(FormatTest, DeviceTable) {

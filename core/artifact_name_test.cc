@@ -1,6 +1,7 @@
 #include "core/artifact_name.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "core/text.h"
@@ -10,6 +11,7 @@
 namespace rbln {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr char kRoot[] = "/srv/store";
@@ -88,6 +90,70 @@ TEST(TextTest, EchoEscapesAndBoundsItsOutput) {
   for (int i = 0; i < 8; ++i) accents_in += "\xc3\xa9";
   const std::string accents = WireText(accents_in, 13);
   EXPECT_EQ(accents, "\xc3\xa9\xc3\xa9... (cut)");
+}
+
+const NamedRoot kRoots[] = {{"", kRoot, kGiven},
+                            {"hf", "/home/u/.cache/huggingface/hub", ""},
+                            {"models", "/data/models", "/mnt/models"}};
+
+absl::StatusOr<std::string> Resolved(absl::string_view name) {
+  absl::StatusOr<RootedName> rooted = ResolveArtifactName(name, kRoots);
+  if (!rooted.ok()) return rooted.status();
+  return QualifiedArtifactName(kRoots[rooted->root], rooted->rel);
+}
+
+TEST(ResolveArtifactNameTest, FindsTheRootByPathOrName) {
+  struct Case {
+    const char* name;
+    const char* expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"team/llama", "team/llama"},
+           {"/srv/store/team/llama", "team/llama"},
+           {"/data/store/team/llama", "team/llama"},
+           {"hf:models--x/snapshots/abc", "hf:models--x/snapshots/abc"},
+           {"/home/u/.cache/huggingface/hub/models--x/snapshots/abc/",
+            "hf:models--x/snapshots/abc"},
+           {"/mnt/models/llama", "models:llama"},
+           // A read-only root may itself be an artifact.
+           {"/data/models", "models:"},
+           {"models:", "models:"},
+           // Not a root's name: a store name with a colon in it.
+           {"other:x", "other:x"},
+           {"team/hf:x", "team/hf:x"},
+       }) {
+    absl::StatusOr<std::string> got = Resolved(c.name);
+    ASSERT_TRUE(got.ok()) << c.name << ": " << got.status();
+    EXPECT_EQ(*got, c.expected) << c.name;
+  }
+}
+
+TEST(ResolveArtifactNameTest, OutsideEveryRootNamesThemAndTheFlag) {
+  absl::StatusOr<std::string> got = Resolved("/opt/llama");
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(got.status().message(),
+              AllOf(HasSubstr("outside the artifact store /srv/store"),
+                    HasSubstr("hf=/home/u/.cache/huggingface/hub"),
+                    HasSubstr("models=/data/models"),
+                    HasSubstr("--read-only-root [NAME=]DIR")));
+  // The rules of names hold in every root.
+  EXPECT_EQ(Resolved("hf:../x").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Resolved("models:a/.hidden").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(Resolved("/srv/store").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ResolveArtifactNameTest, RootNames) {
+  for (const char* name : {"hf", "models", "a.b-c_d", "A1"}) {
+    EXPECT_TRUE(IsValidRootName(name)) << name;
+  }
+  for (const char* name : {"", ".hf", "a b", "a/b", "a:b", "é",
+                           "x12345678901234567890123456789012345678901234567890"
+                           "12345678901234"}) {
+    EXPECT_FALSE(IsValidRootName(name)) << name;
+  }
 }
 
 }  // namespace
