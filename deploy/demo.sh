@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The main job, for a fresh Debian 12 machine: installs what is missing,
-# builds, writes a sample store of synthetic compiled artifacts, starts
-# rbln-artifactd on it, runs the seed's four commands and --describe through
-# rbln-artifact, and stops the daemon.
+# builds, writes a sample store of three synthetic compiled artifacts into
+# build/demo/store, starts rbln-artifactd on it, runs through rbln-artifact:
+# get, set to 12, fit to 80% in place, fit to 10GB into a new directory, get
+# of that copy, --describe and --list; then stops the daemon and prints its
+# log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
