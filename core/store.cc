@@ -839,8 +839,8 @@ absl::StatusOr<std::optional<FileStat>> ArtifactStore::CheckOutput(
   }
   if (!parent_st.has_value() || parent_st->type != FileType::kDirectory) {
     return absl::NotFoundError(
-        absl::StrCat("the parent of output directory ", output_name,
-                     " does not exist; create ", parent, " first"));
+        absl::StrCat("the parent directory ", parent, " of output directory ",
+                     output_name, " does not exist; create it first"));
   }
   RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> dest_st,
                         StatIfExists(env_, dest));
