@@ -280,6 +280,40 @@ TEST_F(CliExitTest, DaemonKilledDuringAWriteExitsFiveOutcomeUnknown) {
   EXPECT_EQ(CountOnDisk(StorePath("tiny")), before);
 }
 
+// The daemon's own UNAVAILABLE at shutdown is its answer, not an
+// interruption: the outcome is known (nothing changed), so exit 1.
+TEST_F(CliExitTest, ShutdownCancellingAWriteIsTheDaemonsAnswerExitOne) {
+  StopDaemon(&daemon_);
+  ASSERT_NO_FATAL_FAILURE(StartDaemon(
+      root_.path(), store_, address_,
+      {"--rbln-smi", "none", "--shutdown-grace-seconds", "1"}, &daemon_));
+  const uint64_t before = CountOnDisk(StorePath("tiny"));
+  HeldArtifactLock lock(store_, "tiny");
+  ASSERT_TRUE(lock.held());
+  const std::string output = root_.Join("writer.out");
+  const pid_t writer =
+      SpawnOnATerminal("--set-kvcache-num-blocks 12 --model-id ./tiny", output);
+  ASSERT_GT(writer, 0);
+  ASSERT_TRUE(AwaitOutput(output, "waiting for another write to", writer));
+
+  ASSERT_EQ(kill(daemon_.pid, SIGTERM), 0) << strerror(errno);
+  // Grace 1 s + 5 s, the daemon's bound, plus slack for a busy machine.
+  std::optional<int> daemon_status =
+      WaitBounded(daemon_.pid, std::chrono::seconds(30));
+  daemon_.pid = -1;
+  ASSERT_TRUE(daemon_status.has_value());
+  EXPECT_EQ(DescribeWaitStatus(*daemon_status), "exit 0");
+  std::optional<int> status = WaitBounded(writer, kExitTimeout);
+  ASSERT_TRUE(status.has_value());
+  const std::string text = ReadIfExists(output);
+  EXPECT_EQ(DescribeWaitStatus(*status), "exit 1") << text;
+  EXPECT_THAT(text, HasSubstr("rbln-artifact: error (UNAVAILABLE): "));
+  EXPECT_THAT(text, HasSubstr("shutting down; nothing was changed"));
+  EXPECT_THAT(text, Not(HasSubstr("closed the connection")));
+  lock.Release();
+  EXPECT_EQ(CountOnDisk(StorePath("tiny")), before);
+}
+
 // --- Waiting for another writer. ---
 
 TEST_F(CliExitTest, AWaitingWriterSaysSoOnATerminalAndThenWrites) {
