@@ -46,6 +46,12 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr uint32_t kNobody = 65534;
+constexpr char kScript[] = "/usr/bin/script";
+
+// script(1) gives the client a terminal.
+bool HaveScript() { return access(kScript, X_OK) == 0; }
+constexpr char kNoScript[] =
+    "/usr/bin/script (util-linux) is missing: it gives the client a terminal";
 
 // One line of JSON, parsed; fails the test when it is not an object.
 rapidjson::Document ParseLine(const std::string& line) {
@@ -121,17 +127,17 @@ class CliExitTest : public ::testing::Test {
     return RunClient(address_, args, store_, root_.Join("cli.err"));
   }
 
-  // Starts rbln-artifact ARGS in the store under script(1), so that its
-  // stderr is a terminal; its output (stdout and stderr together) goes to
-  // `output_path`.
+  // Starts rbln-artifact ARGS in the store under script(1) (util-linux,
+  // Essential on Debian), so that its stderr is a terminal; its output
+  // (stdout and stderr together) goes to `output_path`.
   pid_t SpawnOnATerminal(const std::string& args,
                          const std::string& output_path) {
     const std::string command =
         absl::StrCat(ShellQuote(BinaryPath("rbln-artifact")), " --server ",
                      ShellQuote(address_), " ", args);
-    return Spawn({"/usr/bin/script", "--quiet", "--return", "--command",
-                  command, "/dev/null"},
-                 store_, output_path, root_.Join("script.err"));
+    return Spawn(
+        {kScript, "--quiet", "--return", "--command", command, "/dev/null"},
+        store_, output_path, root_.Join("script.err"));
   }
 
   // Waits (bounded) until the file at `path` contains `text`, or until
@@ -242,6 +248,7 @@ TEST_F(CliExitTest, SocketTheCallerMayNotUseExitsFourNotThree) {
 // --- 5: the daemon dies while a write runs. ---
 
 TEST_F(CliExitTest, DaemonKilledDuringAWriteExitsFiveOutcomeUnknown) {
+  if (!HaveScript()) GTEST_SKIP() << kNoScript;
   const uint64_t before = CountOnDisk(StorePath("tiny"));
   HeldArtifactLock lock(store_, "tiny");
   ASSERT_TRUE(lock.held());
@@ -283,6 +290,7 @@ TEST_F(CliExitTest, DaemonKilledDuringAWriteExitsFiveOutcomeUnknown) {
 // The daemon's own UNAVAILABLE at shutdown is its answer, not an
 // interruption: the outcome is known (nothing changed), so exit 1.
 TEST_F(CliExitTest, ShutdownCancellingAWriteIsTheDaemonsAnswerExitOne) {
+  if (!HaveScript()) GTEST_SKIP() << kNoScript;
   StopDaemon(&daemon_);
   ASSERT_NO_FATAL_FAILURE(StartDaemon(
       root_.path(), store_, address_,
@@ -317,6 +325,7 @@ TEST_F(CliExitTest, ShutdownCancellingAWriteIsTheDaemonsAnswerExitOne) {
 // --- Waiting for another writer. ---
 
 TEST_F(CliExitTest, AWaitingWriterSaysSoOnATerminalAndThenWrites) {
+  if (!HaveScript()) GTEST_SKIP() << kNoScript;
   HeldArtifactLock lock(store_, "tiny");
   ASSERT_TRUE(lock.held());
   const std::string output = root_.Join("writer.out");
