@@ -13,7 +13,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/artifact_name.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
+#include "rapidjson/document.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
 
 namespace rbln::client {
 namespace {
@@ -40,11 +44,22 @@ constexpr char kFooter[] =
     "resolved against the current directory; over TCP it is relative to the\n"
     "daemon's store. Either way it must lie inside the daemon's store.\n"
     "\n"
+    "--json: the reply as one line of JSON; 64-bit counts and byte sizes are\n"
+    "JSON numbers (exact integer literals, even above 2^53, where readers\n"
+    "that use doubles, like jq, round them). On any error (usage errors too)\n"
+    "stdout gets one line {\"error\": {\"code\": \"ABORTED\", "
+    "\"code_number\":\n"
+    "10, \"message\": \"...\", \"details\": {...}}} and stderr the message.\n"
+    "\n"
     "Exit codes:\n"
     "  0  success\n"
     "  1  the daemon refused or failed the request (its message is printed)\n"
     "  2  usage error; nothing was sent\n"
-    "  3  cannot connect to the daemon";
+    "  3  cannot connect to the daemon (not running at the address)\n"
+    "  4  permission denied on the daemon's socket, or not authenticated\n"
+    "  5  interrupted: the connection closed before the daemon replied. A\n"
+    "     write then either changed nothing or completed (check with\n"
+    "     --get-kvcache-num-blocks); a read or dry run changed nothing (retry)";
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -259,9 +274,10 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
       ->type_name("ADDR")
       ->group(other);
   app.add_flag("--json", f.json,
-               OptionHelp(
-                   "Print the daemon's reply as JSON (proto field names, every "
-                   "field present)"))
+               OptionHelp("Print the daemon's reply as one line of JSON "
+                          "(proto field names, every field present, 64-bit "
+                          "integers as numbers); on error an \"error\" "
+                          "object (below)"))
       ->group(other);
   app.set_help_flag("-h,--help", "Print this help and exit")->group(other);
 }
@@ -449,6 +465,76 @@ std::string FormatFit(const v1::FitDetails& fit, uint64_t num_blocks) {
   return line;
 }
 
+// proto3's JSON mapping prints 64-bit integers as strings; makes those of
+// `object` (a message of type `type`, as printed) numbers, recursively.
+void Int64FieldsToNumbers(const google::protobuf::Descriptor& type,
+                          rapidjson::Value& object);
+
+void Int64ValueToNumber(const google::protobuf::FieldDescriptor& field,
+                        rapidjson::Value& value) {
+  using google::protobuf::FieldDescriptor;
+  switch (field.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT64: {
+      int64_t n = 0;
+      if (value.IsString() && absl::SimpleAtoi(value.GetString(), &n)) {
+        value.SetInt64(n);
+      }
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_UINT64: {
+      uint64_t n = 0;
+      if (value.IsString() && absl::SimpleAtoi(value.GetString(), &n)) {
+        value.SetUint64(n);
+      }
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      // Well-known types have JSON forms of their own (Timestamp, ...).
+      if (!absl::StartsWith(field.message_type()->full_name(),
+                            "google.protobuf.")) {
+        Int64FieldsToNumbers(*field.message_type(), value);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void Int64FieldsToNumbers(const google::protobuf::Descriptor& type,
+                          rapidjson::Value& object) {
+  if (!object.IsObject()) return;
+  for (int i = 0; i < type.field_count(); ++i) {
+    const google::protobuf::FieldDescriptor& field = *type.field(i);
+    const std::string name(field.name());
+    auto member = object.FindMember(name.c_str());
+    if (member == object.MemberEnd()) continue;
+    rapidjson::Value& value = member->value;
+    if (field.is_map()) {
+      if (!value.IsObject()) continue;
+      const auto& map_value = *field.message_type()->map_value();
+      for (auto& entry : value.GetObject()) {
+        Int64ValueToNumber(map_value, entry.value);
+      }
+    } else if (field.is_repeated()) {
+      if (!value.IsArray()) continue;
+      for (rapidjson::Value& element : value.GetArray()) {
+        Int64ValueToNumber(field, element);
+      }
+    } else {
+      Int64ValueToNumber(field, value);
+    }
+  }
+}
+
+// `doc` as one line of JSON and a newline.
+std::string ToJsonLine(const rapidjson::Value& doc) {
+  rapidjson::StringBuffer buffer;
+  rapidjson::Writer<rapidjson::StringBuffer> writer(buffer);
+  doc.Accept(writer);
+  return absl::StrCat(absl::string_view(buffer.GetString(), buffer.GetSize()),
+                      "\n");
+}
+
 }  // namespace
 
 bool IsWriter(Operation operation) {
@@ -462,19 +548,23 @@ ParsedCommandLine ParseCommandLine(const std::vector<std::string>& args,
   RawFlags flags;
   DefineFlags(app, flags, default_server);
   ParsedCommandLine result;
+  // The parse may fail before --json is known: its presence decides.
+  const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
   // CLI11 consumes its arguments from the back.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
     // Help and version requests are "errors" that exit 0.
-    result.exit_code = app.exit(e, out, err) == 0 ? kExitOk : kExitUsage;
+    if (app.exit(e, out, err) == 0) return result;
+    if (json) out << FormatJsonError(UsageFailure(e.what()));
+    result.exit_code = kExitUsage;
     return result;
   }
   absl::StatusOr<CliOptions> options = Validate(flags);
   if (!options.ok()) {
-    err << FormatUsageError(options.status().message());
-    result.exit_code = kExitUsage;
+    result.exit_code =
+        ReportFailure(UsageFailure(options.status().message()), json, out, err);
     return result;
   }
   result.options = *std::move(options);
@@ -716,7 +806,155 @@ absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& reply) {
     return absl::InternalError(
         absl::StrCat("cannot print the reply as JSON: ", status.ToString()));
   }
-  return json + "\n";
+  rapidjson::Document doc;
+  if (doc.Parse<rapidjson::kParseFullPrecisionFlag>(json.c_str())
+          .HasParseError()) {
+    return absl::InternalError(
+        "cannot print the reply as JSON: protobuf printed what RapidJSON "
+        "rejects");
+  }
+  Int64FieldsToNumbers(*reply.GetDescriptor(), doc);
+  return ToJsonLine(doc);
+}
+
+Failure ClientFailure(const absl::Status& status) {
+  return {
+      .status = status, .exit_code = kExitFailed, .text = FormatError(status)};
+}
+
+Failure UsageFailure(absl::string_view message) {
+  return {.status = absl::InvalidArgumentError(message),
+          .exit_code = kExitUsage,
+          .text = FormatUsageError(message)};
+}
+
+Failure UnreachableFailure(absl::string_view server) {
+  return {.status = absl::UnavailableError(absl::StrCat(
+              "cannot reach rbln-artifactd at ", server, " (not running?)")),
+          .exit_code = kExitUnreachable,
+          .text = FormatUnreachable(server),
+          .details = {{"server", std::string(server)}}};
+}
+
+Failure SocketDeniedFailure(absl::string_view path, uint32_t uid,
+                            const std::optional<SocketFile>& file) {
+  const std::string whom =
+      file.has_value()
+          ? absl::StrFormat("the socket is %s:%s %04o", file->owner,
+                            file->group, file->mode & 07777)
+          : "a directory on its path is closed to you";
+  const std::string message =
+      absl::StrCat("permission denied on the socket ", path, " (you are uid ",
+                   uid, "; ", whom, "); ask for its group or run as its owner");
+  return {.status = absl::PermissionDeniedError(message),
+          .exit_code = kExitDenied,
+          .text = absl::StrCat(kProgramName, ": ", message, "\n"),
+          .details = {{"server", absl::StrCat("unix:", path)}}};
+}
+
+// Codes that gRPC itself gives a call that broke off (the connection closed,
+// a deadline passed, a frame too big or garbled); any other code is a
+// server's answer, marked or not (an older daemon, gRPC's UNIMPLEMENTED).
+bool TransportMayCause(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kResourceExhausted:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Failure CallFailure(const CliOptions& options, const absl::Status& status,
+                    bool replied) {
+  replied = replied || !TransportMayCause(status.code());
+  Failure failure;
+  if (!options.model_id.empty()) {
+    failure.details.emplace_back("artifact", options.model_id);
+  }
+  if (!options.output_dir.empty()) {
+    failure.details.emplace_back("output_dir", options.output_dir);
+  }
+  if (replied) {
+    std::string message(status.message());
+    // The daemon speaks of its API ("replace"); name the flag.
+    if (absl::IsAlreadyExists(status) && !options.output_dir.empty() &&
+        !options.replace) {
+      absl::StrAppend(&message, "; add --replace to replace it");
+    }
+    failure.status = absl::Status(status.code(), message);
+    failure.exit_code =
+        absl::IsUnauthenticated(status) ? kExitDenied : kExitFailed;
+    failure.text = FormatError(failure.status);
+    return failure;
+  }
+  const std::string cause = absl::StrCat(
+      absl::StatusCodeToString(status.code()), ": ", status.message());
+  const bool late = absl::IsDeadlineExceeded(status);
+  const bool changes = IsWriter(options.operation) && !options.dry_run;
+  std::string message;
+  if (changes) {
+    const std::string what =
+        options.output_dir.empty()
+            ? "the artifact is either unchanged or fully at the new count"
+            : "the output directory is either as it was or holds the "
+              "complete resized copy";
+    const std::string check =
+        options.output_dir.empty() ? options.model_id : options.output_dir;
+    message =
+        absl::StrCat(late ? "no reply from the daemon in time during the write"
+                          : "the daemon closed the connection during the write",
+                     " (", cause, "); ", what,
+                     "; check with --get-kvcache-num-blocks "
+                     "--model-id ",
+                     check);
+    failure.details.emplace_back("outcome", "unknown");
+  } else {
+    message =
+        absl::StrCat(late ? "no reply from the daemon in time"
+                          : "the daemon closed the connection before replying",
+                     " (", cause, "); nothing was changed (",
+                     IsWriter(options.operation) ? "a dry run" : "a read",
+                     " changes nothing); retry");
+    failure.details.emplace_back("outcome", "unchanged");
+  }
+  failure.status = absl::Status(status.code(), message);
+  failure.exit_code = kExitInterrupted;
+  failure.text = FormatError(failure.status);
+  return failure;
+}
+
+int ReportFailure(const Failure& failure, bool json, std::ostream& out,
+                  std::ostream& err) {
+  err << failure.text;
+  if (json) out << FormatJsonError(failure);
+  return failure.exit_code;
+}
+
+std::string FormatJsonError(const Failure& failure) {
+  rapidjson::Document doc(rapidjson::kObjectType);
+  auto& alloc = doc.GetAllocator();
+  auto text = [&alloc](absl::string_view s) {
+    return rapidjson::Value(s.data(),
+                            static_cast<rapidjson::SizeType>(s.size()), alloc);
+  };
+  rapidjson::Value details(rapidjson::kObjectType);
+  for (const auto& [key, value] : failure.details) {
+    details.AddMember(text(key), text(value), alloc);
+  }
+  rapidjson::Value error(rapidjson::kObjectType);
+  error.AddMember("code", text(absl::StatusCodeToString(failure.status.code())),
+                  alloc);
+  error.AddMember("code_number", static_cast<int>(failure.status.code()),
+                  alloc);
+  error.AddMember("message", text(failure.status.message()), alloc);
+  error.AddMember("details", details, alloc);
+  doc.AddMember("error", error, alloc);
+  return ToJsonLine(doc);
 }
 
 std::string FormatWarnings(
@@ -738,6 +976,15 @@ std::string FormatUnreachable(absl::string_view server) {
                       ". Start it with: rbln-artifactd --store DIR --listen ",
                       server,
                       "\n(or give --server ADDR of a running daemon)\n");
+}
+
+std::string FormatWaitingForLock(const CliOptions& options) {
+  std::string names = options.model_id;
+  if (!options.output_dir.empty()) {
+    absl::StrAppend(&names, " or ", options.output_dir);
+  }
+  return absl::StrCat("waiting for another write to ", names,
+                      " to finish\u2026\n");
 }
 
 std::string FormatProgressBar(uint64_t bytes_done, uint64_t bytes_total) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,11 +24,16 @@
 
 namespace rbln::client {
 
-// Process exit codes (documented in --help).
+// Process exit codes (documented in --help and README.md).
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailed = 1;  // the daemon refused or failed
 inline constexpr int kExitUsage = 2;   // bad command line; nothing was sent
 inline constexpr int kExitUnreachable = 3;  // no daemon at the address
+// Not allowed to connect to the socket, or the daemon said UNAUTHENTICATED.
+inline constexpr int kExitDenied = 4;
+// The call ended without the daemon's reply (it died or closed the
+// connection, or no reply in time): a write's outcome is unknown.
+inline constexpr int kExitInterrupted = 5;
 
 enum class Operation {
   kGet,         // --get-kvcache-num-blocks
@@ -65,8 +71,10 @@ struct ParsedCommandLine {
 };
 
 // Parses and validates `args` (without the program name). Help goes to `out`,
-// usage errors (naming the offending flags) to `err`. `default_server` is what
-// --server defaults to (rbln::DefaultServerAddress() in the binary).
+// usage errors (naming the offending flags) to `err`, and, when `--json` is
+// among `args`, also as a JSON error object (FormatJsonError) to `out`.
+// `default_server` is what --server defaults to (rbln::DefaultServerAddress()
+// in the binary).
 ParsedCommandLine ParseCommandLine(const std::vector<std::string>& args,
                                    absl::string_view default_server,
                                    std::ostream& out, std::ostream& err);
@@ -123,8 +131,65 @@ std::string FormatDeviceInfo(
     const rbln::artifact::v1::GetDeviceInfoResponse& reply);
 
 // Machine output (stdout): the reply as one line of JSON with proto field
-// names and every field present.
+// names and every field present. Unlike proto3's JSON mapping, 64-bit
+// integers are JSON numbers, printed as exact integer literals even above
+// 2^53 (where a reader that parses numbers as doubles, such as jq, rounds
+// them; counts stay below 2^31 and byte sizes far below 2^53).
 absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& reply);
+
+// A command that did not succeed, as the client reports it.
+struct Failure {
+  // Code and message of the JSON error object.
+  absl::Status status;
+  int exit_code = kExitFailed;
+  // What stderr shows (ends with a newline).
+  std::string text;
+  // What the client knows for sure (the artifact it asked about, whether a
+  // write's outcome is known...), the JSON error object's "details".
+  std::vector<std::pair<std::string, std::string>> details;
+};
+
+// The client itself failed (exit 1): FormatError's text.
+Failure ClientFailure(const absl::Status& status);
+// A usage error (exit 2, INVALID_ARGUMENT): FormatUsageError's text.
+Failure UsageFailure(absl::string_view message);
+// Nothing listens at `server` (exit 3, UNAVAILABLE): FormatUnreachable's
+// text.
+Failure UnreachableFailure(absl::string_view server);
+
+// A socket file's owner and group (names, else numbers) and mode bits.
+struct SocketFile {
+  std::string owner;
+  std::string group;
+  uint32_t mode = 0;
+};
+// Connecting to the Unix socket at `path` failed with EACCES or EPERM (exit
+// 4, PERMISSION_DENIED): says who the caller (`uid`) is and whom the socket
+// admits; without `file` (it could not be examined), that a directory on its
+// path is closed to the caller.
+Failure SocketDeniedFailure(absl::string_view path, uint32_t uid,
+                            const std::optional<SocketFile>& file);
+
+// A call of `options`' operation ended with `status` (not OK). `replied`:
+// the status carries the daemon's reply mark (rbln/artifact/v1/
+// reply_metadata.h), so the daemon's handler returned it (exit 1, or 4 for
+// UNAUTHENTICATED). Without the mark, a code that gRPC gives a broken call
+// (UNAVAILABLE, CANCELLED, DEADLINE_EXCEEDED, INTERNAL, UNKNOWN,
+// RESOURCE_EXHAUSTED) means the call was interrupted (exit 5), and the
+// message says what is known of the outcome: for a write, that the artifact
+// is unchanged or fully at the new count; for a read or a dry run, that
+// nothing changed. Other codes are a server's answer even unmarked (gRPC's
+// UNIMPLEMENTED, an older daemon).
+Failure CallFailure(const CliOptions& options, const absl::Status& status,
+                    bool replied);
+
+// Prints `failure.text` on `err` and, with `json`, FormatJsonError on `out`;
+// returns failure.exit_code.
+int ReportFailure(const Failure& failure, bool json, std::ostream& out,
+                  std::ostream& err);
+// {"error": {"code": "ABORTED", "code_number": 10, "message": "...",
+// "details": {...}}} on one line.
+std::string FormatJsonError(const Failure& failure);
 
 // Diagnostics (stderr).
 // One "warning: ..." line per warning.
@@ -136,6 +201,10 @@ std::string FormatError(const absl::Status& status);
 std::string FormatUnreachable(absl::string_view server);
 // "\r[#####.....]  45%  1.20 / 2.60 GiB" (no newline: redrawn in place).
 std::string FormatProgressBar(uint64_t bytes_done, uint64_t bytes_total);
+// "waiting for another write to NAME to finish…", for a write of `options`
+// that waits for another writer's lock (NAME: --model-id, and --output-dir
+// when given, either of which may be the one locked).
+std::string FormatWaitingForLock(const CliOptions& options);
 
 }  // namespace rbln::client
 

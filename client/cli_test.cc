@@ -10,6 +10,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "rapidjson/document.h"
 
 namespace rbln::client {
 namespace {
@@ -195,6 +196,10 @@ TEST(HelpTest, DocumentsEveryFlagTheExamplesAndExitCodes) {
                                "./my_artifact_10gb\n"));
   EXPECT_THAT(p.out, HasSubstr("Exit codes:"));
   EXPECT_THAT(p.out, HasSubstr("  3  cannot connect to the daemon"));
+  EXPECT_THAT(p.out,
+              HasSubstr("  4  permission denied on the daemon's socket"));
+  EXPECT_THAT(p.out, HasSubstr("  5  interrupted"));
+  EXPECT_THAT(p.out, HasSubstr("above 2^53"));
   // The exclusions are summed up in the group title, not on every line.
   EXPECT_THAT(p.out, HasSubstr("Operations (exactly one)"));
   EXPECT_THAT(p.out, Not(HasSubstr("Excludes")));
@@ -587,6 +592,223 @@ TEST(FormatTest, JsonParsesBackWithProtoNamesAndDefaults) {
   v1::ResizeResponse back;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &back).ok());
   EXPECT_THAT(back, EqualsProto(reply));
+}
+
+rapidjson::Document ParseJsonLine(const std::string& text) {
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
+  EXPECT_EQ(text.back(), '\n');
+  rapidjson::Document doc;
+  doc.Parse(text.c_str());
+  EXPECT_FALSE(doc.HasParseError()) << text;
+  EXPECT_TRUE(doc.IsObject()) << text;
+  return doc;
+}
+
+TEST(FormatTest, JsonPrints64BitIntegersAsNumbers) {
+  v1::DescribeArtifactResponse reply;
+  reply.set_artifact("12345");  // a string of digits stays a string
+  reply.set_kvcache_num_blocks(128);
+  reply.set_num_nodes(4);
+  v1::GraphInfo* graph = reply.add_graphs();
+  // 2^53 + 1: a double cannot hold it; the literal is still exact.
+  graph->set_file_bytes((uint64_t{1} << 53) + 1);
+  graph->set_payload_bytes(uint64_t{18446744073709551615u});
+  v1::BucketPlan* bucket = reply.add_buckets();
+  bucket->set_headroom_bytes(-(int64_t{1} << 40));
+  absl::StatusOr<std::string> json = FormatJson(reply);
+  ASSERT_TRUE(json.ok()) << json.status();
+  rapidjson::Document doc = ParseJsonLine(*json);
+  ASSERT_TRUE(doc["artifact"].IsString());
+  EXPECT_STREQ(doc["artifact"].GetString(), "12345");
+  ASSERT_TRUE(doc["kvcache_num_blocks"].IsUint64()) << *json;
+  EXPECT_EQ(doc["kvcache_num_blocks"].GetUint64(), 128u);
+  EXPECT_TRUE(doc["compiled_num_blocks"].IsUint64()) << *json;  // default 0
+  EXPECT_TRUE(doc["num_nodes"].IsUint());
+  const rapidjson::Value& g = doc["graphs"][0];
+  ASSERT_TRUE(g["file_bytes"].IsUint64()) << *json;
+  EXPECT_EQ(g["file_bytes"].GetUint64(), (uint64_t{1} << 53) + 1);
+  EXPECT_THAT(*json, HasSubstr("\"file_bytes\":9007199254740993"));
+  EXPECT_THAT(*json, HasSubstr("\"payload_bytes\":18446744073709551615"));
+  const rapidjson::Value& b = doc["buckets"][0];
+  ASSERT_TRUE(b["headroom_bytes"].IsInt64()) << *json;
+  EXPECT_EQ(b["headroom_bytes"].GetInt64(), -(int64_t{1} << 40));
+  // Still proto3 JSON: protobuf reads it back.
+  v1::DescribeArtifactResponse back;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &back).ok());
+  EXPECT_THAT(back, EqualsProto(reply));
+}
+
+TEST(FailureTest, JsonErrorObject) {
+  Failure failure{
+      .status = absl::AbortedError("current count is 32, \"expected\" 64\n"),
+      .exit_code = kExitFailed,
+      .details = {{"artifact", "/srv/store/llama"}}};
+  rapidjson::Document doc = ParseJsonLine(FormatJsonError(failure));
+  ASSERT_TRUE(doc.HasMember("error"));
+  const rapidjson::Value& error = doc["error"];
+  EXPECT_STREQ(error["code"].GetString(), "ABORTED");
+  EXPECT_EQ(error["code_number"].GetInt(), 10);
+  EXPECT_STREQ(error["message"].GetString(),
+               "current count is 32, \"expected\" 64\n");
+  ASSERT_TRUE(error["details"].IsObject());
+  EXPECT_STREQ(error["details"]["artifact"].GetString(), "/srv/store/llama");
+
+  std::ostringstream out, err;
+  failure.text = "shown\n";
+  EXPECT_EQ(ReportFailure(failure, /*json=*/false, out, err), kExitFailed);
+  EXPECT_EQ(out.str(), "");
+  EXPECT_EQ(err.str(), "shown\n");
+  EXPECT_EQ(ReportFailure(failure, /*json=*/true, out, err), kExitFailed);
+  EXPECT_EQ(out.str(), FormatJsonError(failure));
+}
+
+TEST(FailureTest, UsageErrorsPrintTheErrorObjectWithJson) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"--json", "--get-kvcache-num-blocks"},  // ours
+           {"--json", "--no-such-flag"},            // CLI11's
+           {"--json", "--set-kvcache-num-blocks", "0", "--model-id", "a"}}) {
+    Parsed p = Parse(args);
+    EXPECT_EQ(p.result.exit_code, kExitUsage);
+    EXPECT_THAT(p.err, HasSubstr("Run with --help"));
+    rapidjson::Document doc = ParseJsonLine(p.out);
+    ASSERT_TRUE(doc.HasMember("error")) << p.out;
+    EXPECT_STREQ(doc["error"]["code"].GetString(), "INVALID_ARGUMENT");
+    EXPECT_EQ(doc["error"]["code_number"].GetInt(), 3);
+  }
+  // Help is no error.
+  EXPECT_THAT(Parse({"--json", "--help"}).out, Not(HasSubstr("{\"error\":{")));
+}
+
+CliOptions Writer(const std::string& output_dir = "") {
+  CliOptions o;
+  o.operation = Operation::kSet;
+  o.model_id = "/srv/store/llama";
+  o.output_dir = output_dir;
+  return o;
+}
+
+std::string Detail(const Failure& failure, absl::string_view key) {
+  for (const auto& [k, v] : failure.details) {
+    if (k == key) return v;
+  }
+  return "(none)";
+}
+
+TEST(FailureTest, StatusesTheDaemonReturnedExitOneOrFour) {
+  Failure aborted = CallFailure(Writer(), absl::AbortedError("count is 32"),
+                                /*replied=*/true);
+  EXPECT_EQ(aborted.exit_code, kExitFailed);
+  EXPECT_EQ(aborted.text, "rbln-artifact: error (ABORTED): count is 32\n");
+  EXPECT_EQ(Detail(aborted, "artifact"), "/srv/store/llama");
+  EXPECT_EQ(Detail(aborted, "outcome"), "(none)");
+
+  // The daemon's own UNAVAILABLE (shutting down) is a known outcome.
+  Failure stopping = CallFailure(
+      Writer(), absl::UnavailableError("shutting down; nothing was changed"),
+      /*replied=*/true);
+  EXPECT_EQ(stopping.exit_code, kExitFailed);
+  EXPECT_THAT(stopping.text, HasSubstr("nothing was changed"));
+
+  EXPECT_EQ(
+      CallFailure(Writer(), absl::UnauthenticatedError("who?"), true).exit_code,
+      kExitDenied);
+  // A path outside the store is the store's refusal, not the caller's.
+  EXPECT_EQ(CallFailure(Writer(), absl::PermissionDeniedError("outside"), true)
+                .exit_code,
+            kExitFailed);
+}
+
+TEST(FailureTest, AlreadyExistsNamesReplace) {
+  const absl::Status exists = absl::AlreadyExistsError(
+      "output directory copy already exists; choose a new directory");
+  Failure copy = CallFailure(Writer("/srv/store/copy"), exists, true);
+  EXPECT_EQ(copy.exit_code, kExitFailed);
+  EXPECT_THAT(copy.text, HasSubstr("exists; choose a new directory; add "
+                                   "--replace to replace it\n"));
+  EXPECT_THAT(copy.status.message(), HasSubstr("add --replace"));
+  EXPECT_EQ(Detail(copy, "output_dir"), "/srv/store/copy");
+  // Without --output-dir (an operation id in use) there is nothing to replace.
+  EXPECT_THAT(CallFailure(Writer(), exists, true).text,
+              Not(HasSubstr("--replace")));
+}
+
+TEST(FailureTest, InterruptedWriteSaysTheOutcomeIsUnknown) {
+  const absl::Status closed = absl::UnavailableError("Socket closed");
+  Failure in_place = CallFailure(Writer(), closed, /*replied=*/false);
+  EXPECT_EQ(in_place.exit_code, kExitInterrupted);
+  EXPECT_EQ(in_place.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(in_place.text,
+            "rbln-artifact: error (UNAVAILABLE): the daemon closed the "
+            "connection during the write (UNAVAILABLE: Socket closed); the "
+            "artifact is either unchanged or fully at the new count; check "
+            "with --get-kvcache-num-blocks --model-id /srv/store/llama\n");
+  EXPECT_EQ(Detail(in_place, "outcome"), "unknown");
+
+  Failure copy = CallFailure(Writer("/srv/store/copy"), closed, false);
+  EXPECT_THAT(copy.text, HasSubstr("the output directory is either as it was "
+                                   "or holds the complete resized copy; check "
+                                   "with --get-kvcache-num-blocks --model-id "
+                                   "/srv/store/copy\n"));
+  Failure late = CallFailure(
+      Writer(), absl::DeadlineExceededError("Deadline Exceeded"), false);
+  EXPECT_EQ(late.exit_code, kExitInterrupted);
+  EXPECT_THAT(late.text, HasSubstr("no reply from the daemon in time during "
+                                   "the write"));
+  // Unmarked, but no transport gives these: a server's answer.
+  for (const absl::Status& answer : {absl::UnimplementedError("unknown method"),
+                                     absl::AbortedError("count is 32")}) {
+    Failure failure = CallFailure(Writer(), answer, /*replied=*/false);
+    EXPECT_EQ(failure.exit_code, kExitFailed) << answer;
+    EXPECT_EQ(failure.text, FormatError(answer));
+  }
+}
+
+TEST(FailureTest, InterruptedReadChangedNothing) {
+  CliOptions get;
+  get.operation = Operation::kGet;
+  get.model_id = "/srv/store/llama";
+  Failure read = CallFailure(get, absl::UnavailableError("Socket closed"),
+                             /*replied=*/false);
+  EXPECT_EQ(read.exit_code, kExitInterrupted);
+  EXPECT_THAT(read.text, HasSubstr("the daemon closed the connection before "
+                                   "replying (UNAVAILABLE: Socket closed); "
+                                   "nothing was changed (a read changes "
+                                   "nothing); retry\n"));
+  EXPECT_EQ(Detail(read, "outcome"), "unchanged");
+  CliOptions dry_run = Writer();
+  dry_run.dry_run = true;
+  EXPECT_THAT(CallFailure(dry_run, absl::CancelledError("gone"), false).text,
+              HasSubstr("(a dry run changes nothing)"));
+}
+
+TEST(FailureTest, ConnectionFailures) {
+  Failure unreachable = UnreachableFailure("unix:/run/x.sock");
+  EXPECT_EQ(unreachable.exit_code, kExitUnreachable);
+  EXPECT_EQ(unreachable.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(unreachable.text, FormatUnreachable("unix:/run/x.sock"));
+  EXPECT_EQ(Detail(unreachable, "server"), "unix:/run/x.sock");
+
+  Failure denied = SocketDeniedFailure(
+      "/run/x.sock", 65534,
+      SocketFile{.owner = "root", .group = "rbln", .mode = 0140660});
+  EXPECT_EQ(denied.exit_code, kExitDenied);
+  EXPECT_EQ(denied.status.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(denied.text,
+            "rbln-artifact: permission denied on the socket /run/x.sock (you "
+            "are uid 65534; the socket is root:rbln 0660); ask for its group "
+            "or run as its owner\n");
+  EXPECT_THAT(SocketDeniedFailure("/run/x.sock", 1000, std::nullopt).text,
+              HasSubstr("(you are uid 1000; a directory on its path is closed "
+                        "to you)"));
+}
+
+TEST(FormatTest, WaitingForLockNamesWhatIsWritten) {
+  EXPECT_EQ(FormatWaitingForLock(Writer()),
+            "waiting for another write to /srv/store/llama to finish\u2026\n");
+  EXPECT_EQ(FormatWaitingForLock(Writer("/srv/store/copy")),
+            "waiting for another write to /srv/store/llama or /srv/store/copy "
+            "to finish\u2026\n");
 }
 
 TEST(FormatTest, Diagnostics) {

@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "client/cli.h"
 #include "client/run.h"
+#include "client/socket_probe.h"
 #include "core/defaults.h"
 #include "grpcpp/grpcpp.h"
 
@@ -40,25 +41,40 @@ int main(int argc, char** argv) {
       args, rbln::DefaultServerAddress(), std::cout, std::cerr);
   if (!parsed.options.has_value()) return parsed.exit_code;
 
+  const bool json = parsed.options->json;
   absl::StatusOr<client::CliOptions> options =
       client::ResolvePaths(*parsed.options, WorkingDirectory());
   if (!options.ok()) {
-    std::cerr << client::FormatUsageError(options.status().message());
-    return client::kExitUsage;
+    return client::ReportFailure(
+        client::UsageFailure(options.status().message()), json, std::cout,
+        std::cerr);
   }
 
-  // No socket file: no daemon, so say so at once instead of waiting.
+  // A Unix socket is tried first: no daemon is said at once instead of after
+  // a wait, and a socket we may not use is told apart from no daemon.
   absl::string_view socket_path = options->server;
-  const bool no_socket = absl::ConsumePrefix(&socket_path, "unix:") &&
-                         access(std::string(socket_path).c_str(), F_OK) != 0;
+  if (absl::ConsumePrefix(&socket_path, "unix:")) {
+    const std::string path(socket_path);
+    const client::SocketProbe probe = client::ProbeUnixSocket(path);
+    if (probe.reach == client::SocketReach::kNotListening) {
+      return client::ReportFailure(client::UnreachableFailure(options->server),
+                                   json, std::cout, std::cerr);
+    }
+    if (probe.reach == client::SocketReach::kDenied) {
+      return client::ReportFailure(
+          client::SocketDeniedFailure(path, geteuid(),
+                                      client::ExamineSocketFile(path)),
+          json, std::cout, std::cerr);
+    }
+  }
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel(options->server, grpc::InsecureChannelCredentials());
-  if (no_socket || !channel->WaitForConnected(std::chrono::system_clock::now() +
-                                              std::chrono::seconds(3))) {
-    std::cerr << client::FormatUnreachable(options->server);
-    return client::kExitUnreachable;
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                 std::chrono::seconds(3))) {
+    return client::ReportFailure(client::UnreachableFailure(options->server),
+                                 json, std::cout, std::cerr);
   }
   auto stub = rbln::artifact::v1::ArtifactService::NewStub(channel);
-  client::RunOptions run{.show_progress = isatty(STDERR_FILENO) == 1};
+  client::RunOptions run{.terminal = isatty(STDERR_FILENO) == 1};
   return client::RunCommand(*options, *stub, run, std::cout, std::cerr);
 }

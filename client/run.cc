@@ -2,14 +2,17 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "rbln/artifact/v1/reply_metadata.h"
 
 namespace rbln::client {
 namespace {
@@ -34,6 +37,22 @@ absl::Status ToAbsl(const grpc::Status& status) {
                       status.error_message());
 }
 
+// Whether the daemon's handler produced the call's status (reply_metadata.h).
+bool Replied(const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find(v1::kReplyMetadataKey);
+  return it != trailers.end() && it->second == v1::kReplyMetadataValue;
+}
+
+// Reports a failed call (CallFailure); returns the exit code.
+int ReportCallFailure(const CliOptions& options,
+                      const grpc::ClientContext& context,
+                      const grpc::Status& status, std::ostream& out,
+                      std::ostream& err) {
+  return ReportFailure(CallFailure(options, ToAbsl(status), Replied(context)),
+                       options.json, out, err);
+}
+
 // Prints `reply` as JSON or as `human`; returns the exit code.
 int PrintReply(const google::protobuf::Message& reply, const std::string& human,
                bool json, std::ostream& out, std::ostream& err) {
@@ -43,8 +62,7 @@ int PrintReply(const google::protobuf::Message& reply, const std::string& human,
   }
   absl::StatusOr<std::string> text = FormatJson(reply);
   if (!text.ok()) {
-    err << FormatError(text.status());
-    return kExitFailed;
+    return ReportFailure(ClientFailure(text.status()), json, out, err);
   }
   out << *text;
   return kExitOk;
@@ -53,13 +71,15 @@ int PrintReply(const google::protobuf::Message& reply, const std::string& human,
 using ResizeCall =
     std::function<grpc::Status(grpc::ClientContext*, v1::ResizeResponse*)>;
 
-// Runs `call`; with an `operation_id`, on a second thread while this one
-// draws the write's progress on `err` until it returns.
+// Runs `call` in `context`; with an `operation_id`, on a second thread while
+// this one draws the write's progress on `err` until it returns, and prints
+// `waiting_notice` once the write has waited for another writer for
+// kWaitNoticeAfter.
 grpc::Status RunWrite(const ResizeCall& call,
                       v1::ArtifactService::StubInterface& stub,
-                      const std::string& operation_id, std::ostream& err,
-                      v1::ResizeResponse* reply) {
-  grpc::ClientContext context;
+                      const std::string& operation_id,
+                      const std::string& waiting_notice, std::ostream& err,
+                      grpc::ClientContext& context, v1::ResizeResponse* reply) {
   SetDeadline(context, kWriteDeadline);
   if (operation_id.empty()) return call(&context, reply);
 
@@ -70,6 +90,8 @@ grpc::Status RunWrite(const ResizeCall& call,
     done.Notify();
   });
   bool drawn = false;
+  std::optional<absl::Time> waiting_since;
+  bool noticed = false;
   v1::GetWriteProgressRequest request;
   request.set_operation_id(operation_id);
   while (!done.WaitForNotificationWithTimeout(kProgressInterval)) {
@@ -77,8 +99,20 @@ grpc::Status RunWrite(const ResizeCall& call,
     SetDeadline(progress_context, kProgressDeadline);
     v1::GetWriteProgressResponse progress;
     // Progress is a courtesy: a failed poll only skips a redraw.
-    if (stub.GetWriteProgress(&progress_context, request, &progress).ok() &&
-        progress.bytes_total() > 0) {
+    if (!stub.GetWriteProgress(&progress_context, request, &progress).ok()) {
+      continue;
+    }
+    if (progress.state() == v1::WRITE_STATE_WAITING) {
+      if (!waiting_since.has_value()) waiting_since = absl::Now();
+      if (!noticed && absl::Now() - *waiting_since >= kWaitNoticeAfter) {
+        err << (drawn ? kClearLine : "") << waiting_notice << std::flush;
+        noticed = true;
+        drawn = false;
+      }
+    } else {
+      waiting_since.reset();
+    }
+    if (progress.bytes_total() > 0) {
       err << FormatProgressBar(progress.bytes_done(), progress.bytes_total())
           << std::flush;
       drawn = true;
@@ -93,7 +127,7 @@ int RunResize(const CliOptions& options,
               v1::ArtifactService::StubInterface& stub, const RunOptions& run,
               std::ostream& out, std::ostream& err) {
   std::string operation_id =
-      run.show_progress && !options.dry_run ? RandomOperationId() : "";
+      run.terminal && !options.dry_run ? RandomOperationId() : "";
   ResizeCall call;
   if (options.operation == Operation::kSet) {
     v1::SetKvcacheNumBlocksRequest request =
@@ -110,10 +144,12 @@ int RunResize(const CliOptions& options,
     };
   }
   v1::ResizeResponse reply;
-  grpc::Status status = RunWrite(call, stub, operation_id, err, &reply);
+  grpc::ClientContext context;
+  grpc::Status status =
+      RunWrite(call, stub, operation_id, FormatWaitingForLock(options), err,
+               context, &reply);
   if (!status.ok()) {
-    err << FormatError(ToAbsl(status));
-    return kExitFailed;
+    return ReportCallFailure(options, context, status, out, err);
   }
   err << FormatWarnings(reply.warnings());
   return PrintReply(reply, FormatResize(reply, options.dry_run), options.json,
@@ -134,8 +170,7 @@ int RunCommand(const CliOptions& options,
                     const google::protobuf::Message& reply,
                     const std::string& human) {
     if (!status.ok()) {
-      err << FormatError(ToAbsl(status));
-      return kExitFailed;
+      return ReportCallFailure(options, context, status, out, err);
     }
     return PrintReply(reply, human, options.json, out, err);
   };
@@ -170,8 +205,8 @@ int RunCommand(const CliOptions& options,
     case Operation::kFitBudget:
       break;  // handled above
   }
-  err << FormatError(absl::InternalError("unknown operation"));
-  return kExitFailed;
+  return ReportFailure(ClientFailure(absl::InternalError("unknown operation")),
+                       options.json, out, err);
 }
 
 std::string RandomOperationId() {

@@ -11,6 +11,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "rbln/artifact/v1/reply_metadata.h"
 
 namespace rbln::client {
 namespace {
@@ -22,21 +23,25 @@ using ::testing::IsEmpty;
 using ::testing::StartsWith;
 
 // An in-process daemon that records requests and answers with canned replies
-// (or `error` when set).
+// (or `error` when set), marked as the real daemon marks them
+// (reply_metadata.h) unless told not to: its errors then look like a
+// transport's.
 class FakeArtifactService final : public v1::ArtifactService::Service {
  public:
   grpc::Status GetKvcacheNumBlocks(
-      grpc::ServerContext*, const v1::GetKvcacheNumBlocksRequest* request,
+      grpc::ServerContext* context,
+      const v1::GetKvcacheNumBlocksRequest* request,
       v1::GetKvcacheNumBlocksResponse* reply) override {
     absl::MutexLock lock(&mu_);
     get_request_ = *request;
     reply->set_artifact("llama");
     reply->set_kvcache_num_blocks(128);
-    return error_;
+    return Reply(context);
   }
 
   grpc::Status SetKvcacheNumBlocks(
-      grpc::ServerContext*, const v1::SetKvcacheNumBlocksRequest* request,
+      grpc::ServerContext* context,
+      const v1::SetKvcacheNumBlocksRequest* request,
       v1::ResizeResponse* reply) override {
     absl::MutexLock lock(&mu_);
     set_request_ = *request;
@@ -54,18 +59,18 @@ class FakeArtifactService final : public v1::ArtifactService::Service {
     reply->set_new_num_blocks(request->num_blocks());
     reply->set_written(!request->options().dry_run());
     reply->add_warnings("128 is above the compiled count 64");
-    return error_;
+    return Reply(context);
   }
 
-  grpc::Status FitMemoryBudget(grpc::ServerContext*,
+  grpc::Status FitMemoryBudget(grpc::ServerContext* context,
                                const v1::FitMemoryBudgetRequest* request,
                                v1::ResizeResponse*) override {
     absl::MutexLock lock(&mu_);
     fit_request_ = *request;
-    return error_;
+    return Reply(context);
   }
 
-  grpc::Status DescribeArtifact(grpc::ServerContext*,
+  grpc::Status DescribeArtifact(grpc::ServerContext* context,
                                 const v1::DescribeArtifactRequest* request,
                                 v1::DescribeArtifactResponse* reply) override {
     absl::MutexLock lock(&mu_);
@@ -73,33 +78,47 @@ class FakeArtifactService final : public v1::ArtifactService::Service {
     reply->set_artifact("llama");
     reply->set_npu("RBLN-CA12");
     reply->add_warnings("a live RBLN-CR03 is not the artifact's RBLN-CA12");
-    return error_;
+    return Reply(context);
   }
 
-  grpc::Status ListArtifacts(grpc::ServerContext*,
+  grpc::Status ListArtifacts(grpc::ServerContext* context,
                              const v1::ListArtifactsRequest*,
                              v1::ListArtifactsResponse* reply) override {
     absl::MutexLock lock(&mu_);
     reply->set_store("/srv/store");
     reply->add_artifacts()->set_artifact("llama");
-    return error_;
+    return Reply(context);
   }
 
+  // While a write runs: its first `waiting_polls` polls say it waits for
+  // another writer, the next ones that it is half way.
   grpc::Status GetWriteProgress(grpc::ServerContext*,
                                 const v1::GetWriteProgressRequest* request,
                                 v1::GetWriteProgressResponse* reply) override {
     absl::MutexLock lock(&mu_);
     progress_ids_.push_back(request->operation_id());
-    reply->set_running(bytes_total_ > 0);
+    if (bytes_total_ == 0) return grpc::Status::OK;
+    reply->set_running(true);
+    if (waiting_replies_ < waiting_polls_) {
+      ++waiting_replies_;
+      reply->set_state(v1::WRITE_STATE_WAITING);
+      return grpc::Status::OK;
+    }
+    reply->set_state(v1::WRITE_STATE_RUNNING);
     reply->set_bytes_done(bytes_done_);
     reply->set_bytes_total(bytes_total_);
-    if (bytes_total_ > 0) ++progress_polls_;
+    ++progress_polls_;
     return grpc::Status::OK;
   }
 
-  void set_error(grpc::Status error) {
+  void set_error(grpc::Status error, bool marked = true) {
     absl::MutexLock lock(&mu_);
     error_ = std::move(error);
+    mark_replies_ = marked;
+  }
+  void set_waiting_polls(int polls) {
+    absl::MutexLock lock(&mu_);
+    waiting_polls_ = polls;
   }
   v1::GetKvcacheNumBlocksRequest get_request() {
     absl::MutexLock lock(&mu_);
@@ -123,8 +142,20 @@ class FakeArtifactService final : public v1::ArtifactService::Service {
   }
 
  private:
+  grpc::Status Reply(grpc::ServerContext* context)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (mark_replies_) {
+      context->AddTrailingMetadata(v1::kReplyMetadataKey,
+                                   v1::kReplyMetadataValue);
+    }
+    return error_;
+  }
+
   absl::Mutex mu_;
   grpc::Status error_ ABSL_GUARDED_BY(mu_);
+  bool mark_replies_ ABSL_GUARDED_BY(mu_) = true;
+  int waiting_polls_ ABSL_GUARDED_BY(mu_) = 0;
+  int waiting_replies_ ABSL_GUARDED_BY(mu_) = 0;
   v1::GetKvcacheNumBlocksRequest get_request_ ABSL_GUARDED_BY(mu_);
   v1::SetKvcacheNumBlocksRequest set_request_ ABSL_GUARDED_BY(mu_);
   v1::FitMemoryBudgetRequest fit_request_ ABSL_GUARDED_BY(mu_);
@@ -148,7 +179,7 @@ class RunCommandTest : public ::testing::Test {
   void TearDown() override { server_->Shutdown(); }
 
   // Parses `args` (which must be valid) and runs them against the fake.
-  int Run(const std::vector<std::string>& args, bool show_progress = false) {
+  int Run(const std::vector<std::string>& args, bool terminal = false) {
     std::ostringstream parse_out, parse_err;
     ParsedCommandLine parsed =
         ParseCommandLine(args, "unix:/run/fake.sock", parse_out, parse_err);
@@ -158,8 +189,8 @@ class RunCommandTest : public ::testing::Test {
         ResolvePaths(*parsed.options, "/srv/store");
     EXPECT_TRUE(options.ok()) << options.status();
     std::ostringstream out, err;
-    int code = RunCommand(*options, *stub_,
-                          RunOptions{.show_progress = show_progress}, out, err);
+    int code = RunCommand(*options, *stub_, RunOptions{.terminal = terminal},
+                          out, err);
     out_ = out.str();
     err_ = err.str();
     return code;
@@ -198,15 +229,57 @@ TEST_F(RunCommandTest, CompareAndSetMismatchIsAborted) {
   EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama",
                  "--expect", "64", "--json"}),
             kExitFailed);
-  EXPECT_EQ(out_, "");
   EXPECT_THAT(err_, HasSubstr("error (ABORTED): current count is 32"));
   EXPECT_EQ(service_.set_request().options().expected_current(), 64u);
+  // With --json, stdout gets the error object.
+  EXPECT_THAT(out_, StartsWith("{\"error\":{\"code\":\"ABORTED\","
+                               "\"code_number\":10,\"message\":\"current "
+                               "count is 32, expected 64\",\"details\":{"
+                               "\"artifact\":\"/srv/store/llama\"}}}\n"));
+}
+
+TEST_F(RunCommandTest, WithoutTheDaemonsMarkAnErrorIsAnInterruption) {
+  service_.set_error(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone"),
+                     /*marked=*/false);
+  EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama"}),
+            kExitInterrupted);
+  EXPECT_THAT(err_, HasSubstr("the daemon closed the connection during the "
+                              "write (UNAVAILABLE: gone); the artifact is "
+                              "either unchanged or fully at the new count"));
+  EXPECT_EQ(Run({"--get-kvcache-num-blocks", "--model-id", "llama"}),
+            kExitInterrupted);
+  EXPECT_THAT(err_, HasSubstr("nothing was changed (a read changes nothing)"));
+  // The same status from the daemon's handler is its answer.
+  service_.set_error(grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone"));
+  EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama"}),
+            kExitFailed);
+  EXPECT_EQ(err_, "rbln-artifact: error (UNAVAILABLE): gone\n");
+}
+
+TEST_F(RunCommandTest, UnauthenticatedExitsFour) {
+  service_.set_error(
+      grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "who are you?"));
+  EXPECT_EQ(Run({"--list", "--json"}), kExitDenied);
+  EXPECT_THAT(err_, HasSubstr("error (UNAUTHENTICATED): who are you?"));
+  EXPECT_THAT(out_, HasSubstr("\"code\":\"UNAUTHENTICATED\""));
+}
+
+TEST_F(RunCommandTest, AWaitingWriteSaysSoOnATerminal) {
+  // 8 polls, at least 200 ms apart: the write waits for more than 1 s.
+  service_.set_waiting_polls(8);
+  EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama"},
+                /*terminal=*/true),
+            kExitOk);
+  EXPECT_THAT(err_, StartsWith("waiting for another write to "
+                               "/srv/store/llama to finish\u2026\n\r["));
+  // Once.
+  EXPECT_EQ(err_.find("waiting for"), err_.rfind("waiting for"));
 }
 
 TEST_F(RunCommandTest, DryRunPrintsTheLineAndWarningsWithoutProgress) {
   EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama",
                  "--dry-run"},
-                /*show_progress=*/true),
+                /*terminal=*/true),
             kExitOk);
   EXPECT_EQ(out_, "kvcache_num_blocks: 64 -> 128 (dry run: nothing written)\n");
   EXPECT_EQ(err_, "warning: 128 is above the compiled count 64\n");
@@ -216,7 +289,7 @@ TEST_F(RunCommandTest, DryRunPrintsTheLineAndWarningsWithoutProgress) {
 
 TEST_F(RunCommandTest, WriteDrawsProgressOnATerminal) {
   EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama"},
-                /*show_progress=*/true),
+                /*terminal=*/true),
             kExitOk);
   EXPECT_EQ(out_, "kvcache_num_blocks: 64 -> 128\n");
   std::string id = service_.set_request().options().operation_id();

@@ -98,6 +98,29 @@ bool IsCancelled(const std::function<bool()>& is_cancelled) {
   return is_cancelled && is_cancelled();
 }
 
+// Calls WriteRequest::waiting(true) on the first Start(), and (false) when it
+// goes out of scope after one.
+class WaitNotice {
+ public:
+  explicit WaitNotice(const std::function<void(bool)>& waiting)
+      : waiting_(waiting) {}
+  ~WaitNotice() {
+    if (started_) waiting_(false);
+  }
+  WaitNotice(const WaitNotice&) = delete;
+  WaitNotice& operator=(const WaitNotice&) = delete;
+
+  void Start() {
+    if (started_ || !waiting_) return;
+    started_ = true;
+    waiting_(true);
+  }
+
+ private:
+  const std::function<void(bool)>& waiting_;
+  bool started_ = false;
+};
+
 absl::Status CheckCancelled(const WriteRequest& request) {
   if (IsCancelled(request.is_cancelled)) {
     return WriteCancelled("before it began");
@@ -157,11 +180,14 @@ struct ArtifactStore::LockEntry {
 class ArtifactStore::ArtifactLock {
  public:
   // UNAVAILABLE when another process holds the lock and `wait` is false, or
-  // CANCELLED when `is_cancelled` says so while waiting for it.
+  // CANCELLED when `is_cancelled` says so while waiting for it. `waiting`
+  // (may be empty) is told when the wait starts and ends.
   static absl::StatusOr<std::unique_ptr<ArtifactLock>> Acquire(
       ArtifactStore* store, const std::string& name, bool wait,
-      const std::function<bool()>& is_cancelled) {
+      const std::function<bool()>& is_cancelled,
+      const std::function<void(bool)>& waiting) {
     const std::string path = store->LockFilePath(name);
+    WaitNotice notice(waiting);
     while (true) {
       absl::StatusOr<std::unique_ptr<FileLock>> flock =
           store->env_->LockFile(path, /*exclusive=*/true, /*wait=*/false);
@@ -178,6 +204,7 @@ class ArtifactStore::ArtifactLock {
             " is being changed by another process (a maintenance tool?); "
             "try again later"));
       }
+      notice.Start();
       if (IsCancelled(is_cancelled)) {
         return WriteCancelled(absl::StrCat("while ", Echo(name),
                                            " was locked by another process"));
@@ -210,19 +237,20 @@ class ArtifactStore::WriterLease {
  public:
   static absl::StatusOr<std::unique_ptr<WriterLease>> Acquire(
       ArtifactStore* store, std::vector<std::string> names,
-      const std::function<bool()>& is_cancelled) {
+      const std::function<bool()>& is_cancelled,
+      const std::function<void(bool)>& waiting) {
     std::sort(names.begin(), names.end());
     names.erase(std::unique(names.begin(), names.end()), names.end());
     auto lease = std::unique_ptr<WriterLease>(new WriterLease());
     for (const std::string& name : names) {
       std::shared_ptr<LockEntry> entry = store->Entry(name);
-      RBLN_RETURN_IF_ERROR(BeginWriting(*entry, name, is_cancelled));
+      RBLN_RETURN_IF_ERROR(BeginWriting(*entry, name, is_cancelled, waiting));
       lease->entries_.push_back(std::move(entry));
       RBLN_ASSIGN_OR_RETURN(
           std::unique_ptr<ArtifactLock> lock,
           ArtifactLock::Acquire(store, name,
                                 store->options_.wait_for_artifact_locks,
-                                is_cancelled));
+                                is_cancelled, waiting));
       lease->locks_.push_back(std::move(lock));
     }
     return lease;
@@ -240,10 +268,12 @@ class ArtifactStore::WriterLease {
   WriterLease() = default;
 
   static absl::Status BeginWriting(LockEntry& entry, const std::string& name,
-                                   const std::function<bool()>& is_cancelled) {
+                                   const std::function<bool()>& is_cancelled,
+                                   const std::function<void(bool)>& waiting) {
     auto idle = [&entry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(entry.mu) {
       return !entry.writing;
     };
+    WaitNotice notice(waiting);
     while (true) {
       entry.mu.LockWhenWithTimeout(absl::Condition(&idle), kLockPollInterval);
       if (!entry.writing) {
@@ -252,6 +282,7 @@ class ArtifactStore::WriterLease {
         return absl::OkStatus();
       }
       entry.mu.Unlock();
+      notice.Start();
       if (IsCancelled(is_cancelled)) {
         return WriteCancelled(absl::StrCat(
             "while waiting for another write of ", Echo(name), " to finish"));
@@ -519,7 +550,8 @@ absl::Status ArtifactStore::RemoveDebris() {
             // A staging directory whose artifact is locked belongs to a live
             // writer in another process: not debris.
             absl::StatusOr<std::unique_ptr<ArtifactLock>> busy =
-                ArtifactLock::Acquire(this, artifact, /*wait=*/false, nullptr);
+                ArtifactLock::Acquire(this, artifact, /*wait=*/false, nullptr,
+                                      nullptr);
             if (!busy.ok()) continue;
             spdlog::warn(
                 "recovery: removing staging directory {} left by an "
@@ -782,7 +814,8 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   }
   RBLN_ASSIGN_OR_RETURN(
       std::unique_ptr<WriterLease> lease,
-      WriterLease::Acquire(this, lock_names, request.is_cancelled));
+      WriterLease::Acquire(this, lock_names, request.is_cancelled,
+                           request.waiting));
   return WriteLocked(request, source, output_name);
 }
 
@@ -1013,8 +1046,8 @@ absl::StatusOr<std::optional<FileStat>> ArtifactStore::CheckOutput(
   }
   if (!parent_st.has_value() || parent_st->type != FileType::kDirectory) {
     return absl::NotFoundError(
-        absl::StrCat("the parent of output directory ", output_name,
-                     " does not exist; create ", parent, " first"));
+        absl::StrCat("the parent directory ", parent, " of output directory ",
+                     output_name, " does not exist; create it first"));
   }
   RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> dest_st,
                         StatIfExists(env_, dest));

@@ -113,6 +113,11 @@ struct WriteRequest {
   bool verify = false;
   // Called from the writing thread as payload bytes are copied.
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // Called from the writing thread with true when the write starts waiting
+  // for another writer of one of its artifacts (in this process, or another
+  // process's lock), and with false when that wait ends (the lock is taken,
+  // or the write gives up).
+  std::function<void(bool waiting)> waiting;
   // Polled while waiting for a lock, once the locks are held, between files
   // and just before the commit point; when it returns true the write stops
   // with CANCELLED, changing nothing (the caller's deadline passed, or the

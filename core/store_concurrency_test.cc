@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -426,6 +427,60 @@ TEST_F(StoreConcurrencyTest, AWriterOnOneArtifactDoesNotDelayAnother) {
   EXPECT_EQ(store_->Read("team/beta")->current_num_blocks(), 10u);
   EXPECT_EQ(store_->Read("gamma-12")->current_num_blocks(), 12u);
   EXPECT_EQ(store_->Read("gamma")->current_num_blocks(), kInitialBlocks);
+}
+
+// WriteRequest::waiting: told when a write starts and stops waiting, for a
+// maintenance tool's lock (another process) and for another write of the
+// same artifact in this process. Deterministic: the test holds the lock.
+TEST_F(StoreConcurrencyTest, AWaitingWriterSaysWhenItStartsAndStopsWaiting) {
+  ASSERT_TRUE(OpenStore().ok());
+  Watchdog watchdog(absl::Seconds(120), "the waiting test");
+  absl::StatusOr<std::unique_ptr<FileLock>> held =
+      env_->LockFile(ArtifactLockPath(tmp_.path(), "alpha"),
+                     /*exclusive=*/true, /*wait=*/false);
+  ASSERT_TRUE(held.ok()) << held.status();
+
+  // What each writer was told, in order.
+  struct Told {
+    absl::Mutex mu;
+    std::vector<bool> events ABSL_GUARDED_BY(mu);
+    absl::Notification waiting;
+    std::vector<bool> Events() {
+      absl::MutexLock lock(&mu);
+      return events;
+    }
+  };
+  auto write = [this](Told* told, uint64_t target) {
+    WriteRequest request{.name = "alpha", .target = target};
+    request.waiting = [told](bool waiting) {
+      absl::MutexLock lock(&told->mu);
+      told->events.push_back(waiting);
+      if (waiting && !told->waiting.HasBeenNotified()) told->waiting.Notify();
+    };
+    return store_->Write(request);
+  };
+  // The first writer takes alpha's writer flag, then waits for our lock; the
+  // second waits for the first, in this process.
+  Told first_told, second_told;
+  absl::StatusOr<WriteResult> first = absl::UnknownError("not run");
+  absl::StatusOr<WriteResult> second = absl::UnknownError("not run");
+  std::thread first_writer([&] { first = write(&first_told, 11); });
+  const bool first_waits =
+      first_told.waiting.WaitForNotificationWithTimeout(absl::Seconds(60));
+  std::thread second_writer([&] { second = write(&second_told, 12); });
+  const bool second_waits =
+      second_told.waiting.WaitForNotificationWithTimeout(absl::Seconds(60));
+  held->reset();
+  first_writer.join();
+  second_writer.join();
+
+  EXPECT_TRUE(first_waits) << "the first writer never said it waits";
+  EXPECT_TRUE(second_waits) << "the second writer never said it waits";
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(first_told.Events(), (std::vector<bool>{true, false}));
+  EXPECT_EQ(second_told.Events(), (std::vector<bool>{true, false}));
+  EXPECT_EQ(store_->Read("alpha")->current_num_blocks(), 12u);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "core/fit.h"
 #include "core/status_macros.h"
 #include "core/text.h"
+#include "rbln/artifact/v1/reply_metadata.h"
 #include "spdlog/spdlog.h"
 
 namespace rbln {
@@ -37,6 +38,14 @@ grpc::Status ToGrpc(const absl::Status& status) {
                       WireText(status.message()));
 }
 
+// Marks a reply as the handler's own (see reply_metadata.h): without the
+// mark, a client takes a non-OK status for a transport failure.
+grpc::Status MarkedReply(grpc::ServerContext* context,
+                         const grpc::Status& status) {
+  context->AddTrailingMetadata(v1::kReplyMetadataKey, v1::kReplyMetadataValue);
+  return status;
+}
+
 void FillBucket(const BucketFit& b, v1::BucketPlan* out) {
   out->set_node(b.node);
   out->set_chiplet(b.chiplet);
@@ -51,11 +60,13 @@ void FillBucket(const BucketFit& b, v1::BucketPlan* out) {
 
 // One logfmt line per request, written when the handler returns; while it
 // runs, the request is listed in running_ (for the log of a forced exit).
+// Finish also marks the reply as the handler's own (MarkedReply).
 class ArtifactServiceImpl::RequestLog {
  public:
-  RequestLog(ArtifactServiceImpl* service, absl::string_view method,
-             absl::string_view artifact)
+  RequestLog(ArtifactServiceImpl* service, grpc::ServerContext* context,
+             absl::string_view method, absl::string_view artifact)
       : service_(service),
+        context_(context),
         method_(method),
         // A request may carry megabytes; the log shows 200 bytes of it.
         artifact_(artifact.substr(0, kMaxEchoBytes + 1)),
@@ -87,11 +98,12 @@ class ArtifactServiceImpl::RequestLog {
     } else {
       spdlog::warn("{} error={}", line, LogValue(status.message()));
     }
-    return ToGrpc(status);
+    return MarkedReply(context_, ToGrpc(status));
   }
 
  private:
   ArtifactServiceImpl* const service_;
+  grpc::ServerContext* const context_;
   const std::string method_;
   const std::string artifact_;
   const absl::Time start_;
@@ -112,10 +124,10 @@ ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
       max_concurrent_writes_(max_concurrent_writes) {}
 
 grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
-    grpc::ServerContext*, const v1::GetKvcacheNumBlocksRequest* req,
+    grpc::ServerContext* context, const v1::GetKvcacheNumBlocksRequest* req,
     v1::GetKvcacheNumBlocksResponse* resp) {
   const std::string name = LogName(req->artifact());
-  RequestLog log(this, "GetKvcacheNumBlocks", name);
+  RequestLog log(this, context, "GetKvcacheNumBlocks", name);
   absl::StatusOr<Artifact> artifact = store_->Read(req->artifact());
   if (!artifact.ok()) return log.Finish(artifact.status());
   resp->set_artifact(name);  // canonical: the read succeeded
@@ -129,7 +141,8 @@ grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
 grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
     grpc::ServerContext* context, const v1::SetKvcacheNumBlocksRequest* req,
     v1::ResizeResponse* resp) {
-  RequestLog log(this, "SetKvcacheNumBlocks", LogName(req->artifact()));
+  RequestLog log(this, context, "SetKvcacheNumBlocks",
+                 LogName(req->artifact()));
   WriteRequest request;
   request.name = req->artifact();
   request.target = req->num_blocks();
@@ -143,7 +156,7 @@ grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
 grpc::Status ArtifactServiceImpl::FitMemoryBudget(
     grpc::ServerContext* context, const v1::FitMemoryBudgetRequest* req,
     v1::ResizeResponse* resp) {
-  RequestLog log(this, "FitMemoryBudget", LogName(req->artifact()));
+  RequestLog log(this, context, "FitMemoryBudget", LogName(req->artifact()));
   absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(req->budget());
   if (!budget.ok()) return log.Finish(budget.status());
   WriteRequest request;
@@ -222,7 +235,13 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
   if (!op_id.empty()) {
     request.progress = [this, op_id](uint64_t done, uint64_t total) {
       absl::MutexLock lock(&mu_);
-      progress_[op_id] = {done, total};
+      Progress& progress = progress_[op_id];
+      progress.done = done;
+      progress.total = total;
+    };
+    request.waiting = [this, op_id](bool waiting) {
+      absl::MutexLock lock(&mu_);
+      progress_[op_id].waiting = waiting;
     };
   }
   // Dry runs write nothing and wait for no lock: they are not counted.
@@ -261,10 +280,10 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
 }
 
 grpc::Status ArtifactServiceImpl::DescribeArtifact(
-    grpc::ServerContext*, const v1::DescribeArtifactRequest* req,
+    grpc::ServerContext* context, const v1::DescribeArtifactRequest* req,
     v1::DescribeArtifactResponse* resp) {
   const std::string name = LogName(req->artifact());
-  RequestLog log(this, "DescribeArtifact", name);
+  RequestLog log(this, context, "DescribeArtifact", name);
   absl::StatusOr<Artifact> artifact =
       store_->Read(req->artifact(), {.verify_payload = req->verify_payload()});
   if (!artifact.ok()) return log.Finish(artifact.status());
@@ -318,9 +337,9 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
 }
 
 grpc::Status ArtifactServiceImpl::ListArtifacts(
-    grpc::ServerContext*, const v1::ListArtifactsRequest*,
+    grpc::ServerContext* context, const v1::ListArtifactsRequest*,
     v1::ListArtifactsResponse* resp) {
-  RequestLog log(this, "ListArtifacts", "");
+  RequestLog log(this, context, "ListArtifacts", "");
   absl::StatusOr<StoreListing> listing = store_->ListAll();
   if (!listing.ok()) return log.Finish(listing.status());
   resp->set_store(store_->root());
@@ -362,9 +381,9 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
 }
 
 grpc::Status ArtifactServiceImpl::GetDeviceInfo(
-    grpc::ServerContext*, const v1::GetDeviceInfoRequest*,
+    grpc::ServerContext* context, const v1::GetDeviceInfoRequest*,
     v1::GetDeviceInfoResponse* resp) {
-  RequestLog log(this, "GetDeviceInfo", "");
+  RequestLog log(this, context, "GetDeviceInfo", "");
   const DeviceReport report = dram_->Report();
   resp->set_source(report.source);
   for (const std::string& warning : report.warnings)
@@ -385,12 +404,13 @@ grpc::Status ArtifactServiceImpl::GetDeviceInfo(
 }
 
 grpc::Status ArtifactServiceImpl::GetWriteProgress(
-    grpc::ServerContext*, const v1::GetWriteProgressRequest* req,
+    grpc::ServerContext* context, const v1::GetWriteProgressRequest* req,
     v1::GetWriteProgressResponse* resp) {
   absl::MutexLock lock(&mu_);
   if (auto it = progress_.find(req->operation_id()); it != progress_.end()) {
     resp->set_running(true);
-    resp->set_state(v1::WRITE_STATE_RUNNING);
+    resp->set_state(it->second.waiting ? v1::WRITE_STATE_WAITING
+                                       : v1::WRITE_STATE_RUNNING);
     resp->set_bytes_done(it->second.done);
     resp->set_bytes_total(it->second.total);
   } else if (auto done = outcomes_.find(req->operation_id());
@@ -405,7 +425,7 @@ grpc::Status ArtifactServiceImpl::GetWriteProgress(
       resp->set_message(outcome.message);
     }
   }
-  return grpc::Status::OK;
+  return MarkedReply(context, grpc::Status::OK);
 }
 
 void ArtifactServiceImpl::CancelUncommittedWrites() { stopping_.store(true); }

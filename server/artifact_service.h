@@ -1,6 +1,9 @@
 // ArtifactServiceImpl: the gRPC face of the core library. Handlers only
 // translate: request -> ArtifactStore / DramProvider call -> reply, and
 // absl::Status -> grpc::Status (the canonical codes are the same numbers).
+// Every reply a handler produces carries the trailing metadata of
+// rbln/artifact/v1/reply_metadata.h, so that clients can tell it from a
+// transport failure.
 // Every request is logged as one logfmt line, with what callers sent quoted
 // and escaped; every status message is cut to kMaxStatusMessageBytes.
 //
@@ -71,6 +74,7 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
   struct Progress {
     uint64_t done = 0;
     uint64_t total = 0;
+    bool waiting = false;  // for another writer's lock
   };
   struct Outcome {
     absl::StatusCode code = absl::StatusCode::kOk;

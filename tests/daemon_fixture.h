@@ -305,8 +305,9 @@ inline uint64_t CountOnDisk(const std::string& dir) {
   return artifact.ok() ? artifact->current_num_blocks() : 0;
 }
 
-// A uint64 field of a JSON object; proto3 JSON prints 64-bit integers as
-// strings, so both forms are accepted. Fails the test when it is missing.
+// A uint64 field of a JSON object. rbln-artifact --json prints numbers
+// (tests/cli_exit_test.cc checks that); proto3 JSON's strings are accepted
+// too, for other printers. Fails the test when it is missing.
 inline uint64_t JsonU64(const rapidjson::Value& object, const char* field) {
   if (!object.IsObject() || !object.HasMember(field)) {
     ADD_FAILURE() << "JSON has no field " << field;

@@ -416,13 +416,14 @@ TEST_F(HostileTest, OperationIdsAreUniqueWhileRunningAndReportOutcomes) {
   v1::GetWriteProgressRequest progress_req;
   progress_req.set_operation_id("op-1");
   v1::GetWriteProgressResponse progress;
-  for (int i = 0; i < 500 && progress.state() != v1::WRITE_STATE_RUNNING; ++i) {
+  // It runs, and soon waits for the held lock (WRITE_STATE_WAITING).
+  for (int i = 0; i < 500 && progress.state() != v1::WRITE_STATE_WAITING; ++i) {
     progress.Clear();
     ASSERT_TRUE(
         stub_->GetWriteProgress(Context().get(), progress_req, &progress).ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ASSERT_EQ(progress.state(), v1::WRITE_STATE_RUNNING);
+  ASSERT_EQ(progress.state(), v1::WRITE_STATE_WAITING);
   ASSERT_TRUE(progress.running());
   const Snapshot before = Take();
   ExpectRefused(Set("team/b", 12, options), grpc::StatusCode::ALREADY_EXISTS,
