@@ -288,6 +288,20 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   return *bytes;
 }
 
+absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text, bool* bare) {
+  absl::StatusOr<Decimal> decimal = ScanDecimal(text);
+  const bool is_bare =
+      decimal.ok() && decimal->suffix.empty() && !decimal->has_point;
+  if (bare != nullptr) *bare = is_bare;
+  if (!is_bare) return ParseByteSize(text);
+  if (decimal->whole_too_large) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("byte count \"", Echo(text),
+                     "\" is too large: a byte count must fit in 64 bits"));
+  }
+  return absl::Uint128Low64(decimal->whole);
+}
+
 MemoryBudget MemoryBudget::Fraction(uint64_t numerator, uint64_t denominator) {
   assert(numerator > 0 && numerator <= denominator);
   MemoryBudget budget;

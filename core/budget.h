@@ -72,6 +72,13 @@ class MemoryBudget {
 // quotes the input and says what was wrong (e.g. an unknown unit "XB").
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
 
+// A byte count as a flag takes it (--payload-bytes, --device-dram): a bare
+// whole number of bytes ("65536"), or a size with a unit as ParseByteSize
+// reads it. `bare`, when given, tells which it was, for callers that refuse
+// small bare numbers as a forgotten unit.
+absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text,
+                                        bool* bare = nullptr);
+
 }  // namespace rbln
 
 #endif  // RBLN_CORE_BUDGET_H_

@@ -347,5 +347,36 @@ TEST(ParseByteSizeTest, RefusesWithAnExplanation) {
   }
 }
 
+TEST(ParseByteCountTest, BareCountsAreBytesAndUnitsAreSizes) {
+  const struct {
+    const char* text;
+    uint64_t bytes;
+    bool bare;
+  } cases[] = {
+      {"0", 0, true},
+      {"80", 80, true},
+      {" 65536 ", 65536, true},
+      {"18446744073709551615", UINT64_MAX, true},
+      {"64KiB", 64 * 1024, false},
+      {"1.5GB", 1500000000, false},
+      {".5KiB", 512, false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    bool bare = !c.bare;
+    absl::StatusOr<uint64_t> bytes = ParseByteCount(c.text, &bare);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_EQ(*bytes, c.bytes);
+    EXPECT_EQ(bare, c.bare);
+  }
+  for (const char* text : {"0.5", "18446744073709551616", "10G", "-1", ""}) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(ParseByteCount(text).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_THAT(ParseByteCount("10G").status().message(),
+              HasSubstr("did you mean 10GB or 10GiB?"));
+}
+
 }  // namespace
 }  // namespace rbln

@@ -1,7 +1,5 @@
 #include "core/dram.h"
 
-#include <algorithm>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -105,29 +103,22 @@ absl::StatusOr<DramOverride> ParseDramOverride(absl::string_view text) {
   };
   std::vector<absl::string_view> parts = absl::StrSplit(text, ',');
   if (parts.size() > 2) return invalid("has more than one comma");
-  const absl::string_view size = absl::StripAsciiWhitespace(parts[0]);
   DramOverride dram;
-  const bool bare = !size.empty() &&
-                    std::all_of(size.begin(), size.end(), absl::ascii_isdigit);
-  if (bare) {
-    // "16" is 16 GiB mistyped far more often than a 16-byte device; no NPU
-    // has less than a gibibyte.
-    if (!absl::SimpleAtoi(size, &dram.bytes_per_node)) {
-      return invalid("is too large: a byte count must fit in 64 bits");
-    }
-    if (dram.bytes_per_node < kMinBareDramBytes) {
-      return invalid(absl::StrCat("is a bare number below 1 GiB (did you mean ",
-                                  size, "GiB? write ", size, "B for bytes)"));
-    }
-  } else {
-    absl::StatusOr<uint64_t> bytes = ParseByteSize(size);
-    if (!bytes.ok()) {
-      return invalid(absl::StrCat("does not start with a size: ",
-                                  bytes.status().message()));
-    }
-    if (*bytes == 0) return invalid("is zero");
-    dram.bytes_per_node = *bytes;
+  bool bare = false;
+  absl::StatusOr<uint64_t> bytes = ParseByteCount(parts[0], &bare);
+  if (!bytes.ok()) {
+    return invalid(
+        absl::StrCat("does not start with a size: ", bytes.status().message()));
   }
+  if (*bytes == 0) return invalid("is zero");
+  // "16" is 16 GiB mistyped far more often than a 16-byte device; no NPU
+  // has less than a gibibyte.
+  if (bare && *bytes < kMinBareDramBytes) {
+    const absl::string_view size = absl::StripAsciiWhitespace(parts[0]);
+    return invalid(absl::StrCat("is a bare number below 1 GiB (did you mean ",
+                                size, "GiB? write ", size, "B for bytes)"));
+  }
+  dram.bytes_per_node = *bytes;
   if (parts.size() == 2) {
     uint32_t chiplets = 0;
     if (!absl::SimpleAtoi(parts[1], &chiplets) || chiplets == 0 ||

@@ -45,6 +45,7 @@ TEST(ParseDramOverrideTest, RefusesWithAHint) {
       {"1073741823", "below 1 GiB"},
       {"16G", "(did you mean 16GB or 16GiB?)"},
       {"0GiB", "is zero"},
+      {"0", "is zero"},
       {"0.8", "has no unit"},
       {"80%", "unknown unit \"%\""},
       {"16GiB,0", "chiplet count"},

@@ -3,7 +3,6 @@
 //
 //   rbln-artifact-synth --preset llama3-8b-ca12-tp4 --out ./store/llama
 //   rbln-artifact-synth --preset tiny --layers 4 --payload-bytes 1GiB --out x
-#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -11,8 +10,6 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/budget.h"
@@ -28,18 +25,6 @@ constexpr char kProgramName[] = "rbln-artifact-synth";
 constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;  // the artifact could not be written
 constexpr int kExitUsage = 2;   // bad command line; nothing was written
-
-// A byte count: a bare whole number (a size, not a budget: "0" and "1024"
-// are bytes) or a size with a unit (64MiB, 1GB).
-absl::StatusOr<uint64_t> ParseSize(const std::string& text) {
-  uint64_t bytes = 0;
-  const bool digits =
-      !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-        return absl::ascii_isdigit(static_cast<unsigned char>(c));
-      });
-  if (digits && absl::SimpleAtoi(text, &bytes)) return bytes;
-  return rbln::ParseByteSize(text);
-}
 
 int Fail(int code, absl::string_view message) {
   std::cerr << kProgramName << ": " << message << "\n";
@@ -137,7 +122,7 @@ int main(int argc, char** argv) {
        {std::tuple{weights_opt, &weights, &spec.weight_bytes},
         std::tuple{payload_opt, &payload, &spec.payload_bytes}}) {
     if (!*opt) continue;
-    absl::StatusOr<uint64_t> bytes = ParseSize(*text);
+    absl::StatusOr<uint64_t> bytes = rbln::ParseByteCount(*text);
     if (!bytes.ok()) {
       return Fail(kExitUsage, absl::StrCat(opt->get_name(), ": ",
                                            bytes.status().message()));
