@@ -163,20 +163,46 @@ std::string ConfigFile(const CLI::App& app) {
   return config->results().back();
 }
 
-// "line N: " of the first line of `file` that sets `key`, or "".
-std::string ConfigLine(const std::string& file, absl::string_view key) {
-  std::ifstream in(file);
+// "line N: " of the first line of `file` that sets `key` (or, for a
+// section "[name]", the line that opens it), or "".
+std::string ConfigLine(absl::string_view file, absl::string_view key) {
+  std::ifstream in{std::string(file)};
   std::string line;
   const absl::string_view leaf = key.substr(key.rfind('.') + 1);
   for (int number = 1; std::getline(in, line); ++number) {
     absl::string_view text = absl::StripAsciiWhitespace(line);
     const absl::string_view name =
         absl::StripAsciiWhitespace(text.substr(0, text.find('=')));
-    if (name == key || name == leaf || (!leaf.empty() && text == key)) {
+    if (name == key || name == leaf || text == key) {
       return absl::StrCat("line ", number, ": ");
     }
   }
   return "";
+}
+
+// What is wrong with an entry CLI11 could not place ("lisen", "daemon.++"
+// for a section, "store: x" for a line without '=').
+std::string UnknownConfigEntry(const CLI::App& app, absl::string_view item,
+                               std::string* line_key) {
+  *line_key = std::string(item);
+  absl::string_view section = item;
+  if (absl::ConsumeSuffix(&section, ".++") ||
+      absl::ConsumeSuffix(&section, ".--")) {
+    *line_key = absl::StrCat("[", section, "]");
+    return absl::StrCat("unknown section [", Echo(section),
+                        "]: entries go at the top, without a section");
+  }
+  if (item.empty()) return "an entry without a name";
+  if (item.find_first_of(" :\t\"") != absl::string_view::npos) {
+    return absl::StrCat("cannot read ", Quote(item),
+                        ": write one name = value per line");
+  }
+  std::string problem = absl::StrCat("unknown entry ", Quote(item));
+  const std::string meant = SuggestFlag(app, item);
+  if (!meant.empty()) {
+    absl::StrAppend(&problem, " (did you mean ", meant.substr(2), "?)");
+  }
+  return problem;
 }
 
 // What a value of `opt` must look like, from its type.
@@ -258,8 +284,7 @@ FlagError DescribeParseError(const CLI::App& app, const CLI::ParseError& error,
   const std::string config = ConfigFile(app);
   const auto from_config = [&config](absl::string_view key,
                                      absl::string_view problem) {
-    return FlagError{true, absl::StrCat("cannot read --config ", config, ": ",
-                                        ConfigLine(config, key), problem)};
+    return FlagError{true, FormatConfigError(config, key, problem)};
   };
   const int code = error.get_exit_code();
   const auto is = [code](CLI::ExitCodes expected) {
@@ -274,12 +299,9 @@ FlagError DescribeParseError(const CLI::App& app, const CLI::ParseError& error,
   if (is(CLI::ExitCodes::ConfigError)) {
     absl::string_view item = what;
     if (absl::ConsumePrefix(&item, "INI was not able to parse ")) {
-      std::string problem = absl::StrCat("unknown entry ", Quote(item));
-      const std::string meant = SuggestFlag(app, item);
-      if (!meant.empty()) {
-        absl::StrAppend(&problem, " (did you mean ", meant.substr(2), "?)");
-      }
-      return from_config(item, problem);
+      std::string line_key;
+      const std::string problem = UnknownConfigEntry(app, item, &line_key);
+      return from_config(line_key, problem);
     }
     const absl::string_view name = LeadingName(what);
     return from_config(name, absl::StrCat(name, " cannot be set in a file"));
@@ -340,6 +362,12 @@ FlagError DescribeParseError(const CLI::App& app, const CLI::ParseError& error,
     return from_config(BareName(name), message);
   }
   return FlagError{false, message};
+}
+
+std::string FormatConfigError(absl::string_view file, absl::string_view key,
+                              absl::string_view problem) {
+  return absl::StrCat("cannot read --config ", file, ": ",
+                      ConfigLine(file, key), problem);
 }
 
 std::string FormatFlagError(absl::string_view program,

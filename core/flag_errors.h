@@ -51,6 +51,12 @@ bool GivenOnCommandLine(const std::vector<std::string>& args,
 FlagError DescribeParseError(const CLI::App& app, const CLI::ParseError& error,
                              const std::vector<std::string>& args);
 
+// "cannot read --config FILE: line N: PROBLEM" for an entry `key` of the
+// config file `file` (the line left out when no line sets it): for values
+// that are checked after parsing, in the words DescribeParseError uses.
+std::string FormatConfigError(absl::string_view file, absl::string_view key,
+                              absl::string_view problem);
+
 // "PROGRAM: MESSAGE\nRun with --help for more information.\n"
 std::string FormatFlagError(absl::string_view program,
                             absl::string_view message);

@@ -232,6 +232,32 @@ TEST_F(ConfigFileTest, UnknownEntryNamesTheLineAndTheMeantEntry) {
   EXPECT_THAT(r.err, Not(HasSubstr("INI")));
 }
 
+TEST_F(ConfigFileTest, SectionsAndLinesWithoutEqualsAreNamed) {
+  TestApp t;
+  std::string path = Write("[daemon]\nstore = \"/srv/artifacts\"\n");
+  Result r = Parse(t, {"--config", path});
+  EXPECT_EQ(r.code, 78);
+  EXPECT_THAT(r.err, HasSubstr(": line 1: unknown section [daemon]: entries "
+                               "go at the top, without a section"));
+
+  TestApp u;
+  path = Write("store: \"/srv/artifacts\"\n");
+  r = Parse(u, {"--config", path});
+  EXPECT_EQ(r.code, 78);
+  EXPECT_THAT(r.err, HasSubstr(": line 1: cannot read 'store: "));
+  EXPECT_THAT(r.err, HasSubstr("write one name = value per line"));
+}
+
+TEST(FormatConfigErrorTest, NamesTheLineWhenOneSetsTheKey) {
+  rbln::testing::TempDir dir;
+  const std::string path = dir.Join("c.toml");
+  std::ofstream(path) << "# x\nstore = 1\n  device-dram = \"16\"\n";
+  EXPECT_EQ(FormatConfigError(path, "device-dram", "bad"),
+            absl::StrCat("cannot read --config ", path, ": line 3: bad"));
+  EXPECT_EQ(FormatConfigError(path, "listen", "bad"),
+            absl::StrCat("cannot read --config ", path, ": bad"));
+}
+
 TEST_F(ConfigFileTest, BadValueFromTheFileIsAConfigError) {
   TestApp t;
   const std::string path = Write(

@@ -325,8 +325,9 @@ int main(int argc, char** argv) {
     if (rbln::GivenOnCommandLine(args, flag) || config_file.empty()) {
       return Fail(kExitUsage, absl::StrCat(flag, ": ", message));
     }
-    return Fail(kExitConfig, absl::StrCat("cannot read --config ", config_file,
-                                          ": ", flag.substr(2), ": ", message));
+    return Fail(kExitConfig, rbln::FormatConfigError(
+                                 config_file, flag.substr(2),
+                                 absl::StrCat(flag.substr(2), ": ", message)));
   };
   const int listen_value_code =
       rbln::GivenOnCommandLine(args, "--listen") || config_file.empty()

@@ -168,7 +168,7 @@ TEST_F(StartupTest, BadValueInTheConfigFileIsAConfigError) {
   Outcome o = Run("rbln-artifactd", "--config " + ShellQuote(config));
   EXPECT_EQ(o.code, kExConfig) << o;
   EXPECT_THAT(o.err, HasSubstr(absl::StrCat("cannot read --config ", config,
-                                            ": device-dram: ")));
+                                            ": line 3: device-dram: ")));
   EXPECT_THAT(o.err, HasSubstr("did you mean 16GiB?"));
 
   const std::string numeric = WriteConfig(absl::StrCat(
