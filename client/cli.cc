@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <sstream>
 #include <utility>
 
 #include "CLI/CLI.hpp"
@@ -12,7 +13,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/artifact_name.h"
+#include "core/budget.h"
+#include "core/flag_errors.h"
+#include "core/server_address.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "rapidjson/document.h"
@@ -25,7 +30,6 @@ namespace {
 namespace v1 = ::rbln::artifact::v1;
 
 constexpr char kProgramName[] = "rbln-artifact";
-constexpr char kRunWithHelp[] = "Run with --help for more information.\n";
 
 constexpr char kDescription[] =
     "Reads and changes kvcache_num_blocks of compiled NPU model artifacts "
@@ -170,9 +174,6 @@ struct RawFlags {
 void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
   app.formatter(std::make_shared<HelpFormatter>());
   app.footer(kFooter);
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return FormatUsageError(e.what());
-  });
   // Re-added last so that it is listed after the operations.
   app.set_help_flag();
 
@@ -192,8 +193,9 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
       app.add_option("--set-memory-budget", f.budget,
                      OptionHelp("Resize to the largest block count that fits "
                                 "BUDGET: a fraction of the NPU's available "
-                                "DRAM (0.8), a percentage (80%), or bytes per "
-                                "device (10GB, 10GiB, 10737418240)"))
+                                "DRAM (0.8, .8), a percentage (80%), or bytes "
+                                "per device (10GB, 10GiB, 80B; a bare number "
+                                "is bytes only from 1048576 up)"))
           ->type_name("BUDGET")
           ->group(ops);
   f.describe_opt =
@@ -344,14 +346,20 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   // CLI11 takes the next argument as a value even when it is a flag, so
   // "--output-dir --dry-run" would write to "./--dry-run"; argparse (and so
   // optimum-rbln-cli) refuses that, and so do we.
-  for (const auto& [opt, value] : {std::pair{f.model_id_opt, &f.model_id},
-                                   std::pair{f.output_dir_opt, &f.output_dir},
-                                   std::pair{f.budget_opt, &f.budget}}) {
+  for (const auto& [opt, value] :
+       {std::pair{f.model_id_opt, &f.model_id},
+        std::pair{f.output_dir_opt, &f.output_dir}}) {
     if (opt->count() > 0 && absl::StartsWith(*value, "-")) {
       return UsageError(absl::StrCat(opt->get_name(), " needs a value, got '",
                                      *value, "' (a flag?); write ./", *value,
                                      " for a path that starts with '-'"));
     }
+  }
+  // A budget is never a path: "--set-memory-budget --dry-run" lost its
+  // value, and "-1" is a number the grammar refuses.
+  if (f.budget_opt->count() > 0 && absl::StartsWith(f.budget, "--")) {
+    return UsageError(absl::StrCat("--set-memory-budget needs a value, got '",
+                                   f.budget, "' (a flag?)"));
   }
   if (f.model_id_opt->count() > 0 && f.model_id.empty()) {
     return UsageError("--model-id must not be empty");
@@ -362,13 +370,18 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   if (o.operation == Operation::kFitBudget && f.budget.empty()) {
     return UsageError("--set-memory-budget must not be empty");
   }
-  absl::string_view socket_path = f.server;
-  bool unix_form = absl::ConsumePrefix(&socket_path, "unix:") ||
-                   absl::ConsumePrefix(&socket_path, "unix-abstract:");
-  if (unix_form ? socket_path.empty()
-                : f.server.find(':') == std::string::npos) {
-    return UsageError(absl::StrCat(
-        "--server: expected unix:PATH or HOST:PORT, got '", f.server, "'"));
+  // The daemon parses the budget again; checking it here answers a typo
+  // without a daemon, in the same words.
+  if (o.operation == Operation::kFitBudget) {
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(f.budget);
+    if (!budget.ok()) {
+      return UsageError(
+          absl::StrCat("--set-memory-budget: ", budget.status().message()));
+    }
+  }
+  absl::StatusOr<ServerAddress> server = ParseServerAddress(f.server);
+  if (!server.ok()) {
+    return UsageError(absl::StrCat("--server: ", server.status().message()));
   }
 
   o.server = f.server;
@@ -550,15 +563,20 @@ ParsedCommandLine ParseCommandLine(const std::vector<std::string>& args,
   ParsedCommandLine result;
   // The parse may fail before --json is known: its presence decides.
   const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
-  // CLI11 consumes its arguments from the back.
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    // Help and version requests are "errors" that exit 0.
-    if (app.exit(e, out, err) == 0) return result;
-    if (json) out << FormatJsonError(UsageFailure(e.what()));
-    result.exit_code = kExitUsage;
+  std::ostringstream parse_err;
+  std::optional<int> exit_code =
+      ParseFlags(app, args, kProgramName,
+                 {.usage = kExitUsage, .config = kExitUsage}, out, parse_err);
+  err << parse_err.str();
+  if (exit_code.has_value()) {
+    result.exit_code = *exit_code == 0 ? kExitOk : *exit_code;
+    if (json && *exit_code != 0) {
+      // The message alone: without the program name and the --help line.
+      absl::string_view message = parse_err.str();
+      absl::ConsumePrefix(&message, absl::StrCat(kProgramName, ": "));
+      message = message.substr(0, message.find('\n'));
+      out << FormatJsonError(UsageFailure(message));
+    }
     return result;
   }
   absl::StatusOr<CliOptions> options = Validate(flags);
@@ -572,7 +590,7 @@ ParsedCommandLine ParseCommandLine(const std::vector<std::string>& args,
 }
 
 std::string FormatUsageError(absl::string_view message) {
-  return absl::StrCat(kProgramName, ": ", message, "\n", kRunWithHelp);
+  return FormatFlagError(kProgramName, message);
 }
 
 bool IsLocalServer(absl::string_view server) {

@@ -94,12 +94,12 @@ INSTANTIATE_TEST_SUITE_P(
         // Two operations (CLI11 excludes).
         UsageCase{{"--get-kvcache-num-blocks", "--set-kvcache-num-blocks", "8",
                    "--model-id", "a"},
-                  {"--get-kvcache-num-blocks", "excludes",
+                  {"--get-kvcache-num-blocks does not go with "
                    "--set-kvcache-num-blocks"}},
-        UsageCase{
-            {"--set-kvcache-num-blocks", "8", "--set-memory-budget", "0.8",
-             "--model-id", "a"},
-            {"--set-kvcache-num-blocks", "excludes", "--set-memory-budget"}},
+        UsageCase{{"--set-kvcache-num-blocks", "8", "--set-memory-budget",
+                   "0.8", "--model-id", "a"},
+                  {"--set-kvcache-num-blocks does not go with "
+                   "--set-memory-budget"}},
         UsageCase{{"--get-kvcache-num-blocks", "--set-memory-budget", "0.8",
                    "--model-id", "a"},
                   {"--get-kvcache-num-blocks", "--set-memory-budget"}},
@@ -164,10 +164,63 @@ INSTANTIATE_TEST_SUITE_P(
         // Server address, unknown flags, stray arguments.
         UsageCase{{"--list", "--server", "localhost"},
                   {"--server: expected unix:PATH or HOST:PORT, got "
-                   "'localhost'"}},
+                   "'localhost' (a host needs a port, e.g. localhost:50051)"}},
+        UsageCase{{"--list", "--server", "50051"},
+                  {"did you mean 0.0.0.0:50051 or localhost:50051?"}},
         UsageCase{{"--list", "--server", "unix:"}, {"--server"}},
-        UsageCase{{"--list", "--get"}, {"--get"}},
-        UsageCase{{"--list", "stray"}, {"stray"}}));
+        UsageCase{{"--list", "--get"},
+                  {"unknown flag --get (did you mean "
+                   "--get-kvcache-num-blocks?)"}},
+        UsageCase{{"--list", "stray"}, {"unexpected argument 'stray'"}},
+        // Typos get the flag that was meant, whatever else is missing.
+        UsageCase{{"--set-kvcache-num-block", "64", "--model-id", "a"},
+                  {"rbln-artifact: unknown flag --set-kvcache-num-block (did "
+                   "you mean --set-kvcache-num-blocks?)\n"}},
+        UsageCase{{"--get-kvcache-num-blocks", "--modle-id", "a"},
+                  {"unknown flag --modle-id (did you mean --model-id?)"}},
+        UsageCase{{"--list", "--jsno"},
+                  {"unknown flag --jsno (did you mean --json?)"}},
+        // Stray words are listed in the order given.
+        UsageCase{{"--list", "one", "two", "three"},
+                  {"unexpected arguments 'one' 'two' 'three'"}},
+        // A flag given twice.
+        UsageCase{
+            {"--get-kvcache-num-blocks", "--model-id", "a", "--model-id", "b"},
+            {"rbln-artifact: --model-id given twice; give it once\n"}},
+        // N and budgets in their own words.
+        UsageCase{{"--set-kvcache-num-blocks", ".8", "--model-id", "a"},
+                  {"N must be a positive integer, got '.8'"}},
+        UsageCase{{"--set-memory-budget", "80", "--model-id", "a"},
+                  {"--set-memory-budget: memory budget \"80\"",
+                   "did you mean 80%? write 80B for bytes"}},
+        UsageCase{{"--set-memory-budget", "1.5", "--model-id", "a"},
+                  {"\"1.5\" is ambiguous", "did you mean 1.5%?"}},
+        UsageCase{{"--set-memory-budget", "0", "--model-id", "a"},
+                  {"\"0\" is zero: budgets are positive"}},
+        UsageCase{{"--set-memory-budget", "10G", "--model-id", "a"},
+                  {"did you mean 10GB or 10GiB?"}},
+        UsageCase{{"--set-memory-budget", "-1", "--model-id", "a"},
+                  {"\"-1\" is negative: budgets are positive"}},
+        UsageCase{{"--set-memory-budget", "--dry-run", "--model-id", "a"},
+                  {"--set-memory-budget needs a value, got '--dry-run'"}}));
+
+// A budget is never a path: no advice about paths for one that starts with
+// '-'.
+TEST(UsageErrorTest, NegativeBudgetGetsNoPathAdvice) {
+  Parsed p = Parse({"--set-memory-budget", "-1", "--model-id", "a"});
+  EXPECT_EQ(p.result.exit_code, kExitUsage);
+  EXPECT_THAT(p.err, Not(HasSubstr("./-1")));
+  EXPECT_THAT(p.err, Not(HasSubstr("path")));
+}
+
+TEST(ParseTest, BudgetsTheGrammarAcceptsAreSentAsTyped) {
+  for (const char* budget : {"0.8", ".8", "80%", "80B", "10GiB", "1048576"}) {
+    SCOPED_TRACE(budget);
+    CliOptions o = ParseOk({"--set-memory-budget", budget, "--model-id", "a"});
+    EXPECT_EQ(o.operation, Operation::kFitBudget);
+    EXPECT_EQ(o.budget, budget);
+  }
+}
 
 // --- Help. ---
 

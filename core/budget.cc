@@ -21,6 +21,9 @@ constexpr uint64_t kMaxUint64 = std::numeric_limits<uint64_t>::max();
 // a percentage spends two of those digits on the "%".
 constexpr int kMaxFractionDigits = 18;
 constexpr int kMaxPercentDigits = kMaxFractionDigits - 2;
+// A bare whole number is a byte count only from here up (1 MiB); below, it is
+// ambiguous ("80" meant as 80%). Every real budget is far above it.
+constexpr uint64_t kMinBareBytes = uint64_t{1} << 20;
 
 struct Unit {
   absl::string_view name;
@@ -56,9 +59,38 @@ bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 absl::Status InvalidBudget(absl::string_view text, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(
       "memory budget \"", Echo(text), "\" ", problem,
-      "; write a fraction in (0, 1] like 0.8, a percentage in (0, 100] like "
-      "80%, or bytes with a unit like 10GB or 10GiB (units B, KB, MB, GB, TB, "
-      "KiB, MiB, GiB, TiB, case-insensitive)"));
+      "; a budget is a fraction in (0, 1] like 0.8, a percentage in (0, 100] "
+      "like 80%, or bytes with a unit like 10GB or 10GiB (units B, KB, MB, GB, "
+      "TB, KiB, MiB, GiB, TiB, case-insensitive)"));
+}
+
+// The near misses of a unit, as people type them: "10G" for 10GB or 10GiB,
+// "10Gi" for 10GiB, "10bytes" for 10B. Returns " (did you mean ...?)" or "".
+std::string UnitHint(absl::string_view number, absl::string_view unit) {
+  const auto prefix = [](char c) {
+    c = absl::ascii_toupper(static_cast<unsigned char>(c));
+    return c == 'K' || c == 'M' || c == 'G' || c == 'T' ? c : '\0';
+  };
+  if (unit.size() == 1 && prefix(unit[0]) != '\0') {
+    return absl::StrCat(" (did you mean ", number,
+                        std::string(1, prefix(unit[0])), "B or ", number,
+                        std::string(1, prefix(unit[0])), "iB?)");
+  }
+  if (unit.size() == 2 && prefix(unit[0]) != '\0' &&
+      absl::ascii_tolower(static_cast<unsigned char>(unit[1])) == 'i') {
+    return absl::StrCat(" (did you mean ", number,
+                        std::string(1, prefix(unit[0])), "iB?)");
+  }
+  if (absl::EqualsIgnoreCase(unit, "byte") ||
+      absl::EqualsIgnoreCase(unit, "bytes")) {
+    return absl::StrCat(" (did you mean ", number, "B?)");
+  }
+  return "";
+}
+
+std::string UnknownUnit(absl::string_view number, absl::string_view unit) {
+  return absl::StrCat("has an unknown unit \"", Echo(unit), "\"",
+                      UnitHint(number, unit));
 }
 
 // n / 10^scale with common factors of ten removed, so that "0.8", "0.80" and
@@ -91,6 +123,7 @@ struct Decimal {
   bool has_point = false;
   uint64_t fraction = 0;  // the fractional digits, trailing zeros removed
   int scale = 0;
+  absl::string_view number;  // the number as written ("80", ".8")
   absl::string_view suffix;  // what follows, after at most one space
 
   // whole * 10^scale + fraction: below 2^64 * 10^18 < 2^128.
@@ -117,7 +150,10 @@ absl::StatusOr<Decimal> ScanDecimal(absl::string_view text) {
       decimal.whole = kMaxUint64;
     }
   }
-  if (i == 0) return problem("is not a number");
+  // ".8" is 0.8, as Python and optimum-rbln-cli read it.
+  const bool leading_point =
+      i == 0 && rest.size() > 1 && rest[0] == '.' && IsDigit(rest[1]);
+  if (i == 0 && !leading_point) return problem("is not a number");
   decimal.has_point = i < rest.size() && rest[i] == '.';
   absl::string_view fraction_digits;
   if (decimal.has_point) {
@@ -128,6 +164,7 @@ absl::StatusOr<Decimal> ScanDecimal(absl::string_view text) {
       return problem("is not a well-formed decimal number");
     }
   }
+  decimal.number = rest.substr(0, i);
   rest.remove_prefix(i);
   if (!rest.empty() && (rest[0] == 'e' || rest[0] == 'E')) {
     return problem("uses an exponent");
@@ -170,17 +207,21 @@ absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
   const auto refuse = [text](absl::string_view problem) {
     return InvalidBudget(text, problem);
   };
+  if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(text), "-")) {
+    return refuse("is negative: budgets are positive");
+  }
   absl::StatusOr<Decimal> decimal = ScanDecimal(text);
   if (!decimal.ok()) return refuse(decimal.status().message());
+  const absl::string_view number = decimal->number;
   const absl::string_view rest = decimal->suffix;
   const int scale = decimal->scale;
   const absl::uint128 scaled = decimal->Scaled();
   const bool is_percent = rest == "%";
   const Unit* unit = FindUnit(rest);
   if (!rest.empty() && !is_percent && unit == nullptr) {
-    return refuse(absl::StrCat("has an unknown unit \"", Echo(rest), "\""));
+    return refuse(UnknownUnit(number, rest));
   }
-  if (scaled == 0) return refuse("is zero");
+  if (scaled == 0) return refuse("is zero: budgets are positive");
 
   if (is_percent) {
     if (decimal->whole_too_large ||
@@ -199,10 +240,25 @@ absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
       return refuse("is too large: a byte count must fit in 64 bits");
     }
     if (scaled <= Pow10(scale)) return DecimalFraction(scaled, scale);
+    // Above 1 and with no unit: "80" is far more often 80% than 80 bytes
+    // (no model fits in a mebibyte), so only a count of at least 1 MiB is
+    // read as bytes, as optimum-rbln-cli reads 10737418240.
+    const std::string percent_hint =
+        decimal->whole < 100 ||
+                (decimal->whole == 100 && decimal->fraction == 0)
+            ? absl::StrCat("did you mean ", number, "%? ")
+            : "";
     if (decimal->has_point) {
-      return refuse(
+      return refuse(absl::StrCat(
           "is ambiguous: a number above 1 with a fractional part and no unit "
-          "is neither a fraction of the DRAM nor a whole byte count");
+          "is neither a fraction of the DRAM nor a whole byte count (",
+          percent_hint, "write bytes with a unit, like ", number, "GiB)"));
+    }
+    if (decimal->whole < kMinBareBytes) {
+      return refuse(absl::StrCat(
+          "is a bare number above 1 and below 1 MiB (1048576), which is "
+          "ambiguous (",
+          percent_hint, "write ", number, "B for bytes)"));
     }
     return Bytes(absl::Uint128Low64(decimal->whole));
   }
@@ -225,12 +281,25 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   if (decimal->suffix.empty()) return refuse("has no unit");
   const Unit* unit = FindUnit(decimal->suffix);
   if (unit == nullptr) {
-    return refuse(
-        absl::StrCat("has an unknown unit \"", Echo(decimal->suffix), "\""));
+    return refuse(UnknownUnit(decimal->number, decimal->suffix));
   }
   absl::StatusOr<uint64_t> bytes = BytesOf(*decimal, *unit);
   if (!bytes.ok()) return refuse(bytes.status().message());
   return *bytes;
+}
+
+absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text, bool* bare) {
+  absl::StatusOr<Decimal> decimal = ScanDecimal(text);
+  const bool is_bare =
+      decimal.ok() && decimal->suffix.empty() && !decimal->has_point;
+  if (bare != nullptr) *bare = is_bare;
+  if (!is_bare) return ParseByteSize(text);
+  if (decimal->whole_too_large) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("byte count \"", Echo(text),
+                     "\" is too large: a byte count must fit in 64 bits"));
+  }
+  return absl::Uint128Low64(decimal->whole);
 }
 
 MemoryBudget MemoryBudget::Fraction(uint64_t numerator, uint64_t denominator) {

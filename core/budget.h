@@ -1,14 +1,17 @@
 // MemoryBudget: the `--set-memory-budget` argument (DESIGN §5).
 //
 // Grammar (surrounding white space ignored, units case-insensitive):
-//   fraction  "0.8", "1", "1.0"        a decimal in (0, 1]
+//   fraction  "0.8", ".8", "1", "1.0"  a decimal in (0, 1]
 //   percent   "80%", "100%", "12.5%"   a decimal in (0, 100] then '%'
-//   bytes     "10737418240"            a whole number > 1 with no unit
-//             "10GB", "10 GiB", "1.5TB" a decimal and a unit:
+//   bytes     "10737418240"            a whole number >= 1 MiB (1048576)
+//                                      with no unit
+//             "10GB", "10 GiB", "80B"  a decimal and a unit:
 //             B, KB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB (1024)
-// A number > 1 with no unit and a fractional part ("1.5") is ambiguous and
-// refused. No signs, exponents, NaN or infinities; at most 18 fractional
-// digits; byte counts must fit in 64 bits.
+// A number above 1 with no unit is refused when it is below 1 MiB ("80":
+// did you mean 80%? write 80B for bytes) or has a fractional part ("1.5"):
+// both are ambiguous. No signs, exponents, NaN or infinities; at most 18
+// fractional digits; byte counts must fit in 64 bits. A unit one letter short
+// ("10G", "10Gi") is refused with the units it may have meant.
 //
 // Values are exact: a fraction is kept as numerator/denominator (a power of
 // ten) and byte counts are whole numbers (a fractional byte count is rounded
@@ -68,6 +71,13 @@ class MemoryBudget {
 // Unlike a budget, zero is a size and a unit is required. INVALID_ARGUMENT
 // quotes the input and says what was wrong (e.g. an unknown unit "XB").
 absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+
+// A byte count as a flag takes it (--payload-bytes, --device-dram): a bare
+// whole number of bytes ("65536"), or a size with a unit as ParseByteSize
+// reads it. `bare`, when given, tells which it was, for callers that refuse
+// small bare numbers as a forgotten unit.
+absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text,
+                                        bool* bare = nullptr);
 
 }  // namespace rbln
 

@@ -13,6 +13,7 @@ namespace rbln {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -43,6 +44,9 @@ TEST(MemoryBudgetParseTest, AcceptsTheGrammar) {
       {"1", MemoryBudget::Fraction(1, 1)},
       {"1.0", MemoryBudget::Fraction(1, 1)},
       {" 0.5 ", MemoryBudget::Fraction(5, 10)},
+      // A leading point, as Python reads it.
+      {".8", MemoryBudget::Fraction(8, 10)},
+      {".125", MemoryBudget::Fraction(125, 1000)},
       {"\t0.125\n", MemoryBudget::Fraction(125, 1000)},
       {"0.000000000000000001", MemoryBudget::Fraction(1, 1000000000000000000)},
       // Percentages are the same fractions.
@@ -59,7 +63,11 @@ TEST(MemoryBudgetParseTest, AcceptsTheGrammar) {
       {"10gib", MemoryBudget::Bytes(10737418240)},
       {"10 GIB", MemoryBudget::Bytes(10737418240)},
       {"10737418240", MemoryBudget::Bytes(10737418240)},
-      {"2", MemoryBudget::Bytes(2)},
+      // A bare whole number is bytes from 1 MiB up; below, "B" says bytes.
+      {"1048576", MemoryBudget::Bytes(1048576)},
+      {"80B", MemoryBudget::Bytes(80)},
+      {"2b", MemoryBudget::Bytes(2)},
+      {".5KiB", MemoryBudget::Bytes(512)},
       {"1.5TB", MemoryBudget::Bytes(1500000000000)},
       {"512MiB", MemoryBudget::Bytes(536870912)},
       {"1.5KiB", MemoryBudget::Bytes(1536)},
@@ -88,16 +96,22 @@ TEST(MemoryBudgetParseTest, RefusesWithAnExplanation) {
   const RefuseCase cases[] = {
       {"", "is empty"},
       {"   ", "is empty"},
-      {"0", "is zero"},
+      {"0", "is zero: budgets are positive"},
       {"0.0", "is zero"},
       {"0%", "is zero"},
       {"0GB", "is zero"},
       {"0B", "is zero"},
       {"0.1B", "rounds down to 0 bytes"},
-      {"-1", "has a sign"},
+      {"-1", "is negative: budgets are positive"},
+      {" -0.5", "is negative"},
       {"+0.5", "has a sign"},
       {"1.5", "is ambiguous"},
       {"2.0", "is ambiguous"},
+      // Bare numbers above 1 and below 1 MiB.
+      {"2", "is a bare number above 1 and below 1 MiB"},
+      {"80", "did you mean 80%? write 80B for bytes"},
+      {"100", "did you mean 100%? write 100B for bytes"},
+      {"1048575", "write 1048575B for bytes"},
       {"101%", "is above 100%"},
       {"100.5%", "is above 100%"},
       {"99999999999999999999%", "is above 100%"},
@@ -106,7 +120,9 @@ TEST(MemoryBudgetParseTest, RefusesWithAnExplanation) {
       {"inf", "is not a number"},
       {"%", "is not a number"},
       {"GB", "is not a number"},
-      {".5", "is not a number"},
+      {".", "is not a number"},
+      {".%", "is not a number"},
+      {"..5", "is not a number"},
       {"1e400", "uses an exponent"},
       {"1e3", "uses an exponent"},
       {"1E3GB", "uses an exponent"},
@@ -114,6 +130,11 @@ TEST(MemoryBudgetParseTest, RefusesWithAnExplanation) {
       {"5.", "is not a well-formed decimal number"},
       {"1 0GB", "is not a well-formed decimal number"},
       {"10XB", "has an unknown unit \"XB\""},
+      // Near misses of a unit.
+      {"10G", "unknown unit \"G\" (did you mean 10GB or 10GiB?)"},
+      {"1.5t", "(did you mean 1.5TB or 1.5TiB?)"},
+      {"512Mi", "(did you mean 512MiB?)"},
+      {"4096 bytes", "(did you mean 4096B?)"},
       {"10  GB", "has an unknown unit \" GB\""},
       {"0XB", "has an unknown unit"},
       {"18446744073709551616", "is too large"},
@@ -133,6 +154,18 @@ TEST(MemoryBudgetParseTest, RefusesWithAnExplanation) {
     EXPECT_THAT(message, HasSubstr("like 0.8, a percentage in (0, 100] like "
                                    "80%, or bytes with a unit like 10GB"));
   }
+}
+
+TEST(MemoryBudgetParseTest, AmbiguousNumbersOnlySuggestPercentagesUpTo100) {
+  absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse("1.5");
+  ASSERT_FALSE(budget.ok());
+  EXPECT_THAT(budget.status().message(),
+              HasSubstr("(did you mean 1.5%? write bytes with a unit, like "
+                        "1.5GiB)"));
+  budget = MemoryBudget::Parse("512");
+  ASSERT_FALSE(budget.ok());
+  EXPECT_THAT(budget.status().message(), HasSubstr("(write 512B for bytes)"));
+  EXPECT_THAT(budget.status().message(), Not(HasSubstr("512%")));
 }
 
 TEST(MemoryBudgetParseTest, UnknownUnitListsTheAcceptedUnits) {
@@ -296,6 +329,7 @@ TEST(ParseByteSizeTest, RefusesWithAnExplanation) {
     const char* problem;
   } cases[] = {
       {"12.5XB", "\"12.5XB\" has an unknown unit \"XB\""},
+      {"15.7G", "(did you mean 15.7GB or 15.7GiB?)"},
       {"12", "has no unit"},
       {"", "is empty"},
       {"-1GB", "has a sign"},
@@ -311,6 +345,37 @@ TEST(ParseByteSizeTest, RefusesWithAnExplanation) {
     EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(bytes.status().message()), HasSubstr(c.problem));
   }
+}
+
+TEST(ParseByteCountTest, BareCountsAreBytesAndUnitsAreSizes) {
+  const struct {
+    const char* text;
+    uint64_t bytes;
+    bool bare;
+  } cases[] = {
+      {"0", 0, true},
+      {"80", 80, true},
+      {" 65536 ", 65536, true},
+      {"18446744073709551615", UINT64_MAX, true},
+      {"64KiB", 64 * 1024, false},
+      {"1.5GB", 1500000000, false},
+      {".5KiB", 512, false},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    bool bare = !c.bare;
+    absl::StatusOr<uint64_t> bytes = ParseByteCount(c.text, &bare);
+    ASSERT_TRUE(bytes.ok()) << bytes.status();
+    EXPECT_EQ(*bytes, c.bytes);
+    EXPECT_EQ(bare, c.bare);
+  }
+  for (const char* text : {"0.5", "18446744073709551616", "10G", "-1", ""}) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(ParseByteCount(text).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_THAT(ParseByteCount("10G").status().message(),
+              HasSubstr("did you mean 10GB or 10GiB?"));
 }
 
 }  // namespace

@@ -1,14 +1,20 @@
 #include "core/dram.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "core/budget.h"
 #include "core/status_macros.h"
+#include "core/text.h"
 
 namespace rbln {
 namespace {
+
+// A bare --device-dram number below this (1 GiB) is refused: it is a unit
+// forgotten ("16"), not a device.
+constexpr uint64_t kMinBareDramBytes = uint64_t{1} << 30;
 
 DeviceEntry EntryFor(const DeviceSpec& spec, absl::string_view name,
                      absl::string_view source) {
@@ -92,17 +98,27 @@ std::unique_ptr<DramProvider> NewSpecTableProvider() {
 absl::StatusOr<DramOverride> ParseDramOverride(absl::string_view text) {
   auto invalid = [text](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "device DRAM \"", text, "\" ", why,
+        "device DRAM \"", Echo(text), "\" ", why,
         "; write BYTES[,CHIPLETS], e.g. 16GiB or 144GiB,4 or 17179869184"));
   };
   std::vector<absl::string_view> parts = absl::StrSplit(text, ',');
   if (parts.size() > 2) return invalid("has more than one comma");
-  absl::StatusOr<MemoryBudget> bytes = MemoryBudget::Parse(parts[0]);
-  if (!bytes.ok() || bytes->is_fraction()) {
-    return invalid("does not start with a byte count");
-  }
   DramOverride dram;
-  dram.bytes_per_node = bytes->bytes();
+  bool bare = false;
+  absl::StatusOr<uint64_t> bytes = ParseByteCount(parts[0], &bare);
+  if (!bytes.ok()) {
+    return invalid(
+        absl::StrCat("does not start with a size: ", bytes.status().message()));
+  }
+  if (*bytes == 0) return invalid("is zero");
+  // "16" is 16 GiB mistyped far more often than a 16-byte device; no NPU
+  // has less than a gibibyte.
+  if (bare && *bytes < kMinBareDramBytes) {
+    const absl::string_view size = absl::StripAsciiWhitespace(parts[0]);
+    return invalid(absl::StrCat("is a bare number below 1 GiB (did you mean ",
+                                size, "GiB? write ", size, "B for bytes)"));
+  }
+  dram.bytes_per_node = *bytes;
   if (parts.size() == 2) {
     uint32_t chiplets = 0;
     if (!absl::SimpleAtoi(parts[1], &chiplets) || chiplets == 0 ||

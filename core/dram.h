@@ -70,8 +70,10 @@ struct DramOverride {
   std::optional<uint32_t> chiplets;  // default: the NPU's from the spec table
 };
 
-// Parses "BYTES[,CHIPLETS]" where BYTES is a byte count with or without a
-// unit ("16GiB", "17179869184"). INVALID_ARGUMENT says what is accepted.
+// Parses "BYTES[,CHIPLETS]" where BYTES is a size with a unit ("16GiB",
+// "512MiB", units as in core/budget.h) or a bare byte count of at least
+// 1 GiB ("17179869184"): a bare "16" is refused with "did you mean 16GiB?".
+// INVALID_ARGUMENT says what is accepted.
 absl::StatusOr<DramOverride> ParseDramOverride(absl::string_view text);
 
 // Every device holds exactly `dram.bytes_per_node`, split evenly over its

@@ -4,17 +4,21 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sysexits.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -28,7 +32,10 @@
 #include "absl/time/time.h"
 #include "core/defaults.h"
 #include "core/dram.h"
+#include "core/env.h"
+#include "core/flag_errors.h"
 #include "core/probe_provider.h"
+#include "core/server_address.h"
 #include "core/store.h"
 #include "core/subprocess.h"
 #include "server/artifact_service.h"
@@ -37,8 +44,24 @@
 
 namespace {
 
-constexpr int kExitUsage = 2;
-constexpr int kExitStartup = 1;
+constexpr char kProgramName[] = "rbln-artifactd";
+
+// Exit codes (sysexits.h), documented in --help and the README.
+constexpr int kExitUsage = EX_USAGE;              // 64: a bad command line
+constexpr int kExitUnavailable = EX_UNAVAILABLE;  // 69: a resource in use
+constexpr int kExitConfig = EX_CONFIG;            // 78: bad configuration
+
+constexpr char kExitCodesHelp[] =
+    "Exit codes:\n"
+    "  0   stopped cleanly (SIGTERM or SIGINT)\n"
+    "  1   requests did not end within the grace period plus 5 s\n"
+    "  64  usage error on the command line (EX_USAGE)\n"
+    "  69  a resource is in use: the TCP port, a live Unix socket of another\n"
+    "      server, or the store's LOCK held by another daemon "
+    "(EX_UNAVAILABLE)\n"
+    "  78  configuration error: a --config file that cannot be read or has a\n"
+    "      bad value, a store that cannot be opened, a socket directory that\n"
+    "      is missing (EX_CONFIG)";
 
 // True when something accepts connections on the Unix socket at `path`
 // (another daemon): binding would silently take its address away.
@@ -69,8 +92,104 @@ void RemoveUnixSockets(const std::vector<std::string>& listen) {
 }
 
 int Fail(int code, const std::string& message) {
-  fprintf(stderr, "rbln-artifactd: %s\n", message.c_str());
+  fprintf(stderr, "%s: %s\n", kProgramName, message.c_str());
   return code;
+}
+
+// True when another process holds the store's LOCK (a second daemon).
+bool StoreLockIsHeld(const std::string& store_dir) {
+  absl::StatusOr<std::unique_ptr<rbln::FileLock>> lock =
+      rbln::Env::Default()->LockFile(
+          rbln::JoinPath(rbln::JoinPath(store_dir, rbln::kStateDirName),
+                         "LOCK"),
+          /*exclusive=*/true, /*wait=*/false);
+  return absl::IsUnavailable(lock.status());
+}
+
+// Why `address` cannot be bound, found by binding it as gRPC would (with
+// SO_REUSEADDR, without SO_REUSEPORT): 0 when every resolved address could
+// be, EADDRINUSE when one is in use, else the error of the last one (gRPC
+// serves when any of a name's addresses can be bound). -1: the host does
+// not resolve.
+int TcpBindError(const rbln::ServerAddress& address) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(address.port);
+  if (getaddrinfo(address.host.c_str(), port.c_str(), &hints, &found) != 0) {
+    return -1;
+  }
+  int last_error = 0;
+  bool any_bound = false;
+  for (addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
+    const int fd =
+        socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      last_error = errno;
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      any_bound = true;
+    } else {
+      last_error = errno;
+      if (last_error == EADDRINUSE) {
+        close(fd);
+        freeaddrinfo(found);
+        return EADDRINUSE;
+      }
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return any_bound ? 0 : last_error;
+}
+
+// Start-up checks of the --listen addresses that gRPC would report only as
+// a log line: an exit code and message, or nullopt when all looks bindable.
+std::optional<std::pair<int, std::string>> CheckListenAddress(
+    const std::string& text, const rbln::ServerAddress& address,
+    int bad_value_code) {
+  using Kind = rbln::ServerAddress::Kind;
+  if (address.kind == Kind::kUnix) {
+    if (UnixSocketIsLive(address.path)) {
+      return std::make_pair(
+          kExitUnavailable,
+          absl::StrCat("another server already listens on ", text,
+                       "; stop it or choose another --listen"));
+    }
+    std::error_code ec;
+    const std::filesystem::path dir =
+        std::filesystem::path(address.path).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+      return std::make_pair(
+          kExitConfig,
+          absl::StrCat("cannot listen on ", text, ": the directory ",
+                       dir.string(),
+                       " does not exist; create it or choose another path"));
+    }
+    return std::nullopt;
+  }
+  if (address.kind != Kind::kTcp) return std::nullopt;
+  const int error = TcpBindError(address);
+  if (error == 0) return std::nullopt;
+  if (error == EADDRINUSE) {
+    return std::make_pair(
+        kExitUnavailable,
+        absl::StrCat("port ", address.port, " is in use (--listen ", text,
+                     "): another program listens on it; stop it or choose "
+                     "another port"));
+  }
+  if (error < 0) {
+    return std::make_pair(bad_value_code,
+                          absl::StrCat("--listen ", text, ": cannot resolve '",
+                                       address.host, "'"));
+  }
+  return std::make_pair(kExitConfig, absl::StrCat("cannot listen on ", text,
+                                                  ": ", strerror(error)));
 }
 
 // `--rbln-smi none`: no probe, the spec table only (a host whose rbln-smi
@@ -120,7 +239,8 @@ int main(int argc, char** argv) {
       "rbln-artifactd: reads and changes kvcache_num_blocks of compiled NPU "
       "artifacts in a store, for rbln-artifact and other gRPC clients "
       "(rbln.artifact.v1.ArtifactService, with health checking and "
-      "reflection)."};
+      "reflection).",
+      kProgramName};
   std::string store_dir = rbln::DefaultStoreDir();
   std::vector<std::string> listen;
   std::string device_dram;
@@ -156,7 +276,9 @@ int main(int argc, char** argv) {
       ->type_name("[NAME=]DIR");
   app.add_option("--device-dram", device_dram,
                  "Override the device DRAM: BYTES[,CHIPLETS] per device, e.g. "
-                 "16GiB or 144GiB,4; wins over the probe and the spec table");
+                 "16GiB or 144GiB,4 (a bare number is bytes, and must be at "
+                 "least 1 GiB: 17179869184); wins over the probe and the spec "
+                 "table");
   app.add_option("--rbln-smi", rbln_smi,
                  "The device probe: PATH of rbln-smi (or rbln-stat) to run "
                  "for the host's NPUs and their DRAM; 'none' for the spec "
@@ -195,13 +317,46 @@ int main(int argc, char** argv) {
       "Environment: RBLN_ARTIFACTD_STORE and RBLN_ARTIFACTD_SOCKET change the "
       "defaults (also for rbln-artifact).\nExample:\n  rbln-artifactd --store "
       "/srv/artifacts --listen unix:/run/rbln-artifactd.sock --listen "
-      "0.0.0.0:50051");
-  CLI11_PARSE(app, argc, argv);
+      "0.0.0.0:50051\n" +
+      std::string(kExitCodesHelp));
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  std::optional<int> exit_code = rbln::ParseFlags(
+      app, args, kProgramName, {.usage = kExitUsage, .config = kExitConfig},
+      std::cout, std::cerr);
+  if (exit_code.has_value()) return *exit_code;
+  // A bad value is a usage error on the command line, a configuration error
+  // when it came from the --config file.
+  const std::string config_file = app.get_config_ptr()->count() > 0
+                                      ? app.get_config_ptr()->as<std::string>()
+                                      : "";
+  const auto bad_value = [&](const std::string& flag,
+                             absl::string_view message) {
+    if (rbln::GivenOnCommandLine(args, flag) || config_file.empty()) {
+      return Fail(kExitUsage, absl::StrCat(flag, ": ", message));
+    }
+    return Fail(kExitConfig, rbln::FormatConfigError(
+                                 config_file, flag.substr(2),
+                                 absl::StrCat(flag.substr(2), ": ", message)));
+  };
+  const int listen_value_code =
+      rbln::GivenOnCommandLine(args, "--listen") || config_file.empty()
+          ? kExitUsage
+          : kExitConfig;
   if (listen.empty()) listen.push_back(rbln::DefaultServerAddress());
+  std::vector<rbln::ServerAddress> addresses;
+  for (const std::string& text : listen) {
+    absl::StatusOr<rbln::ServerAddress> address =
+        rbln::ParseServerAddress(text);
+    if (!address.ok()) return bad_value("--listen", address.status().message());
+    addresses.push_back(*std::move(address));
+  }
 
   spdlog::level::level_enum level = spdlog::level::from_str(log_level);
   if (level == spdlog::level::off && log_level != "off") {
-    return Fail(kExitUsage, "unknown --log-level " + log_level);
+    return bad_value("--log-level",
+                     absl::StrCat("unknown level '", log_level,
+                                  "'; use trace, debug, info, warn, error or "
+                                  "off"));
   }
   // Logs go to stderr (the journal, under systemd); stdout stays quiet.
   spdlog::set_default_logger(spdlog::stderr_color_mt("rbln-artifactd"));
@@ -209,7 +364,7 @@ int main(int argc, char** argv) {
 
   auto chosen = ChooseDramProvider(device_dram, rbln_smi, probe_timeout_s);
   if (!chosen.ok()) {
-    return Fail(kExitUsage, std::string(chosen.status().message()));
+    return bad_value("--device-dram", chosen.status().message());
   }
   std::unique_ptr<rbln::DramProvider> dram = std::move(chosen->first);
 
@@ -229,16 +384,16 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<rbln::ArtifactStore>> store =
       rbln::ArtifactStore::Open(store_dir, std::move(store_options));
   if (!store.ok()) {
-    return Fail(kExitStartup, std::string(store.status().message()));
+    // The LOCK held by another daemon is a resource in use; anything else
+    // (not a directory, wrong owner, no permission) is the configuration.
+    return Fail(StoreLockIsHeld(store_dir) ? kExitUnavailable : kExitConfig,
+                std::string(store.status().message()));
   }
 
-  for (const std::string& address : listen) {
-    if (absl::StartsWith(address, "unix:") &&
-        UnixSocketIsLive(address.substr(5))) {
-      return Fail(kExitStartup,
-                  absl::StrCat("another server already listens on ", address,
-                               "; stop it or choose another --listen"));
-    }
+  for (size_t i = 0; i < listen.size(); ++i) {
+    auto problem =
+        CheckListenAddress(listen[i], addresses[i], listen_value_code);
+    if (problem.has_value()) return Fail(problem->first, problem->second);
   }
 
   // SIGTERM/SIGINT go to a dedicated thread (sigwait), so that shutdown is
@@ -258,6 +413,9 @@ int main(int argc, char** argv) {
   }
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(4 << 20);
+  // A second daemon must not share a TCP port with the first (SO_REUSEPORT
+  // would split the connections between them).
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   grpc::ResourceQuota quota("rbln-artifactd");
   quota.SetMaxThreads(64);
   builder.SetResourceQuota(quota);
@@ -266,9 +424,17 @@ int main(int argc, char** argv) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   umask(old_umask);
   if (server == nullptr) {
-    return Fail(kExitStartup,
+    // gRPC says only that it failed (in a log line): find out which address
+    // and why by binding them again, as the checks above did (something may
+    // have taken a port since).
+    for (size_t i = 0; i < listen.size(); ++i) {
+      auto problem =
+          CheckListenAddress(listen[i], addresses[i], listen_value_code);
+      if (problem.has_value()) return Fail(problem->first, problem->second);
+    }
+    return Fail(kExitUnavailable,
                 absl::StrCat("cannot listen on ", absl::StrJoin(listen, ", "),
-                             " (address in use, or its directory missing?)"));
+                             " (gRPC refused; its log line above says why)"));
   }
   spdlog::info("rbln-artifactd serving store {} on {} (pid {}); DRAM: {}",
                (*store)->root(), absl::StrJoin(listen, ", "), getpid(),

@@ -4,31 +4,31 @@
 //   rbln-artifact-synth --preset llama3-8b-ca12-tp4 --out ./store/llama
 //   rbln-artifact-synth --preset tiny --layers 4 --payload-bytes 1GiB --out x
 #include <cstdio>
+#include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/budget.h"
 #include "core/env.h"
+#include "core/flag_errors.h"
 #include "tools/synth.h"
 
 namespace {
 
-// Accepts a plain byte count or one with a unit, with the budget grammar's
-// units (10GB, 512MiB).
-std::string ParseByteSize(const std::string& text, uint64_t* out) {
-  absl::StatusOr<rbln::MemoryBudget> parsed = rbln::MemoryBudget::Parse(text);
-  if (text == "0") {
-    *out = 0;
-    return "";
-  }
-  if (!parsed.ok() || parsed->is_fraction()) {
-    return "expected a byte count like 1048576, 64MiB or 1GB, got '" + text +
-           "'";
-  }
-  *out = parsed->bytes();
-  return "";
+constexpr char kProgramName[] = "rbln-artifact-synth";
+
+// Exit codes (documented in --help), as rbln-artifact's.
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;  // the artifact could not be written
+constexpr int kExitUsage = 2;   // bad command line; nothing was written
+
+int Fail(int code, absl::string_view message) {
+  std::cerr << kProgramName << ": " << message << "\n";
+  return code;
 }
 
 }  // namespace
@@ -38,13 +38,22 @@ int main(int argc, char** argv) {
       "Writes a synthetic compiled NPU artifact (rbln_config.json, one .rbln "
       "container per graph, companion files) whose memory numbers follow from "
       "the model's shapes. Start from a preset; any dimension flag overrides "
-      "it."};
+      "it.",
+      kProgramName};
+  app.footer(
+      "Exit codes:\n"
+      "  0  the artifact was written\n"
+      "  1  it could not be written (the message says why)\n"
+      "  2  usage error; nothing was written");
   std::string preset = "tiny";
   std::string out;
   app.add_option("--preset", preset,
                  "Preset: " + absl::StrJoin(rbln::PresetNames(), ", "))
       ->capture_default_str();
-  app.add_option("--out", out, "Directory to create (must not exist)")
+  app.add_option("--out", out,
+                 "Directory to create (must not exist; missing parent "
+                 "directories are created)")
+      ->type_name("DIR")
       ->required();
 
   // Overrides, applied on top of the preset when given.
@@ -83,13 +92,16 @@ int main(int argc, char** argv) {
   auto* blocks = app.add_option(
       "--kvcache-num-blocks", o.kvcache_num_blocks,
       "Compiled block count (default: what fits 100% of the device)");
-  CLI11_PARSE(app, argc, argv);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  std::optional<int> exit_code = rbln::ParseFlags(
+      app, args, kProgramName, {.usage = kExitUsage, .config = kExitUsage},
+      std::cout, std::cerr);
+  if (exit_code.has_value()) return *exit_code;
 
   absl::StatusOr<rbln::SynthSpec> base = rbln::PresetSpec(preset);
   if (!base.ok()) {
-    fprintf(stderr, "rbln-artifact-synth: %s\n",
-            std::string(base.status().message()).c_str());
-    return 2;
+    return Fail(kExitUsage,
+                absl::StrCat("--preset: ", base.status().message()));
   }
   rbln::SynthSpec spec = *base;
   if (*layers) spec.num_layers = o.num_layers;
@@ -110,25 +122,26 @@ int main(int argc, char** argv) {
        {std::tuple{weights_opt, &weights, &spec.weight_bytes},
         std::tuple{payload_opt, &payload, &spec.payload_bytes}}) {
     if (!*opt) continue;
-    std::string error = ParseByteSize(*text, field);
-    if (!error.empty()) {
-      fprintf(stderr, "rbln-artifact-synth: %s: %s\n", opt->get_name().c_str(),
-              error.c_str());
-      return 2;
+    absl::StatusOr<uint64_t> bytes = rbln::ParseByteCount(*text);
+    if (!bytes.ok()) {
+      return Fail(kExitUsage, absl::StrCat(opt->get_name(), ": ",
+                                           bytes.status().message()));
     }
+    *field = *bytes;
   }
 
   absl::StatusOr<rbln::SynthResult> result =
       rbln::WriteSyntheticArtifact(rbln::Env::Default(), spec, out);
   if (!result.ok()) {
-    fprintf(stderr, "rbln-artifact-synth: %s\n",
-            std::string(result.status().message()).c_str());
-    return 1;
+    // Impossible dimensions are the command line's fault.
+    return Fail(
+        absl::IsInvalidArgument(result.status()) ? kExitUsage : kExitFailed,
+        result.status().message());
   }
   printf("wrote %s: kvcache_num_blocks %llu of %llu full, files: %s\n",
          out.c_str(),
          static_cast<unsigned long long>(result->kvcache_num_blocks),
          static_cast<unsigned long long>(result->num_full_blocks),
          absl::StrJoin(result->files, ", ").c_str());
-  return 0;
+  return kExitOk;
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <utility>
 
@@ -467,6 +468,25 @@ constexpr char kTokenizerConfig[] = R"({
   "model_max_length": 131072
 })";
 
+// Creates the missing ancestors of `dir`, like mkdir -p; `dir` itself is
+// left for the caller, which refuses an existing one.
+absl::Status CreateParentDirs(Env* env, const std::string& dir) {
+  std::vector<std::string> missing;
+  std::string parent = std::filesystem::path(dir).lexically_normal().string();
+  while (true) {
+    const size_t slash = parent.find_last_of('/', parent.size() - 2);
+    if (slash == std::string::npos || slash == 0) break;
+    parent.resize(slash);
+    if (env->Stat(parent).ok()) break;
+    missing.push_back(parent);
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    absl::Status made = env->CreateDir(*it);
+    if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<std::string> PresetNames() {
@@ -503,7 +523,16 @@ absl::StatusOr<SynthResult> WriteSyntheticArtifact(Env* env,
                                                    const std::string& out_dir) {
   RBLN_ASSIGN_OR_RETURN(uint64_t per_block, KvBytesPerBlockPerNode(spec));
   RBLN_ASSIGN_OR_RETURN(uint32_t dtype_bytes, DtypeBytes(spec.dtype));
-  RBLN_ASSIGN_OR_RETURN(DeviceSpec device, LookupDeviceSpec(spec.npu));
+  absl::StatusOr<DeviceSpec> device_or = LookupDeviceSpec(spec.npu);
+  if (!device_or.ok()) {
+    // The spec table's own advice names the daemon's --device-dram, which
+    // this tool does not have: the NPU is all that can change here.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--npu: unknown NPU '", spec.npu,
+        "': the spec table knows RBLN-CA* (ATOM) and RBLN-CR* (REBEL); give "
+        "--npu RBLN-CA12 or --npu RBLN-CR13, say"));
+  }
+  const DeviceSpec device = *device_or;
 
   const RblnConfig shape = ShapeConfig(spec);
   SynthResult result;
@@ -532,6 +561,7 @@ absl::StatusOr<SynthResult> WriteSyntheticArtifact(Env* env,
     h.mutable_kv_resize()->set_compiled_num_blocks(num_blocks);
   }
 
+  RBLN_RETURN_IF_ERROR(CreateParentDirs(env, out_dir));
   RBLN_RETURN_IF_ERROR(env->CreateDir(out_dir));
   for (const v1::ContainerHeader& h : headers) {
     const std::string name =

@@ -71,10 +71,11 @@ struct SynthResult {
   std::vector<std::string> files;  // written, relative to the directory
 };
 
-// Writes the artifact into `out_dir`, which is created (its parent must
-// exist; an existing `out_dir` is refused). INVALID_ARGUMENT for impossible
-// dimensions, FAILED_PRECONDITION when the model does not fit the device
-// even at the minimum block count.
+// Writes the artifact into `out_dir`, which is created with its missing
+// parents, like mkdir -p (an existing `out_dir` is refused). INVALID_ARGUMENT
+// for impossible dimensions or an NPU the spec table does not know,
+// FAILED_PRECONDITION when the model does not fit the device even at the
+// minimum block count.
 absl::StatusOr<SynthResult> WriteSyntheticArtifact(Env* env,
                                                    const SynthSpec& spec,
                                                    const std::string& out_dir);

@@ -15,6 +15,7 @@ namespace rbln {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
@@ -191,7 +192,68 @@ TEST(SynthToolTest, WritesAnArtifactAndRefusesAnExistingDirectory) {
                                        tmp.Join("y"), " --payload-bytes 0.5"),
                           &out),
       0);
-  EXPECT_THAT(out, HasSubstr("byte count"));
+  EXPECT_THAT(out, HasSubstr("rbln-artifact-synth: --payload-bytes: size "
+                             "\"0.5\" has no unit"));
+}
+
+TEST(SynthTest, CreatesMissingParentsButNotAnExistingDirectory) {
+  testing::TempDir tmp;
+  const std::string dir = tmp.Join("store/team/tiny");
+  absl::StatusOr<SynthResult> r =
+      WriteSyntheticArtifact(Env::Default(), SynthSpec{}, dir);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(Artifact::Open(Env::Default(), dir).ok());
+  r = WriteSyntheticArtifact(Env::Default(), SynthSpec{}, dir);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kAlreadyExists);
+  // A trailing slash and "." components change nothing.
+  r = WriteSyntheticArtifact(Env::Default(), SynthSpec{}, tmp.Join("a/./b/c/"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(Artifact::Open(Env::Default(), tmp.Join("a/b/c")).ok());
+}
+
+TEST(SynthTest, UnknownNpuNamesTheToolsOwnFlag) {
+  testing::TempDir tmp;
+  SynthSpec spec;
+  spec.npu = "RBLN-XX1";
+  absl::StatusOr<SynthResult> r =
+      WriteSyntheticArtifact(Env::Default(), spec, tmp.Join("a"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("--npu: unknown NPU 'RBLN-XX1'"));
+  EXPECT_THAT(r.status().message(), HasSubstr("give --npu RBLN-CA12"));
+  EXPECT_THAT(r.status().message(), Not(HasSubstr("DRAM")));
+}
+
+TEST(SynthToolTest, ExitCodesAndMessagesNameTheProgram) {
+  testing::TempDir tmp;
+  const std::string tool = testing::BinaryPath("rbln-artifact-synth");
+  std::string out;
+  // 2: usage, with the flag that was meant.
+  EXPECT_EQ(
+      testing::RunCommand(
+          absl::StrCat(tool, " --preset tiny --outt ", tmp.Join("x")), &out),
+      2);
+  EXPECT_THAT(out, HasSubstr("rbln-artifact-synth: unknown flag --outt (did "
+                             "you mean --out?)"));
+  EXPECT_EQ(testing::RunCommand(absl::StrCat(tool, " --preset tiny"), &out), 2);
+  EXPECT_THAT(out, HasSubstr("rbln-artifact-synth: --out DIR is required"));
+  EXPECT_EQ(
+      testing::RunCommand(
+          absl::StrCat(tool, " --npu RBLN-XX1 --out ", tmp.Join("y")), &out),
+      2);
+  EXPECT_THAT(out, HasSubstr("rbln-artifact-synth: --npu: unknown NPU"));
+  // 1: the artifact could not be written.
+  ASSERT_EQ(testing::RunCommand(
+                absl::StrCat(tool, " --out ", tmp.Join("deep/er/z")), &out),
+            0)
+      << out;
+  EXPECT_EQ(testing::RunCommand(
+                absl::StrCat(tool, " --out ", tmp.Join("deep/er/z")), &out),
+            1);
+  EXPECT_THAT(out, HasSubstr("rbln-artifact-synth: "));
+  // --help documents the exit codes.
+  EXPECT_EQ(testing::RunCommand(absl::StrCat(tool, " --help"), &out), 0);
+  EXPECT_THAT(out, HasSubstr("Exit codes:"));
+  EXPECT_THAT(out, HasSubstr("2  usage error"));
 }
 
 }  // namespace

@@ -1,0 +1,83 @@
+#include "core/server_address.h"
+
+#include <algorithm>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "core/text.h"
+
+namespace rbln {
+namespace {
+
+bool AllDigits(absl::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return absl::ascii_isdigit(static_cast<unsigned char>(c));
+  });
+}
+
+absl::Status Malformed(absl::string_view text, absl::string_view hint) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "expected unix:PATH or HOST:PORT, got '", Echo(text), "' (", hint, ")"));
+}
+
+}  // namespace
+
+absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
+  ServerAddress address;
+  absl::string_view rest = text;
+  if (absl::ConsumePrefix(&rest, "unix:") ||
+      absl::ConsumePrefix(&rest, "unix-abstract:")) {
+    address.kind = absl::StartsWith(text, "unix:")
+                       ? ServerAddress::Kind::kUnix
+                       : ServerAddress::Kind::kUnixAbstract;
+    if (rest.empty()) {
+      return Malformed(text,
+                       "a Unix socket needs a path, e.g. "
+                       "unix:/run/rbln-artifactd.sock");
+    }
+    address.path = std::string(rest);
+    return address;
+  }
+  if (text.empty()) return Malformed(text, "it is empty");
+  if (AllDigits(text)) {
+    return Malformed(text, absl::StrCat("did you mean 0.0.0.0:", text,
+                                        " or localhost:", text, "?"));
+  }
+  if (absl::StartsWith(text, "/") || absl::StartsWith(text, ".") ||
+      absl::EndsWith(text, ".sock")) {
+    return Malformed(text, absl::StrCat("did you mean unix:", text, "?"));
+  }
+  const size_t colon = text.rfind(':');
+  if (colon == absl::string_view::npos) {
+    return Malformed(
+        text, absl::StrCat("a host needs a port, e.g. ", text, ":50051"));
+  }
+  absl::string_view host = text.substr(0, colon);
+  const absl::string_view port = text.substr(colon + 1);
+  if (absl::ConsumePrefix(&host, "[")) {
+    if (!absl::ConsumeSuffix(&host, "]") || host.empty()) {
+      return Malformed(text, "an IPv6 host goes in brackets, e.g. [::1]:50051");
+    }
+  } else if (host.find(':') != absl::string_view::npos) {
+    return Malformed(text, "an IPv6 host goes in brackets, e.g. [::1]:50051");
+  }
+  if (host.empty()) {
+    return Malformed(text, absl::StrCat("no host; did you mean 0.0.0.0", text,
+                                        " or localhost", text, "?"));
+  }
+  uint32_t number = 0;
+  if (!AllDigits(port) || !absl::SimpleAtoi(port, &number) || number == 0 ||
+      number > 65535) {
+    return Malformed(text, "the port is a number from 1 to 65535");
+  }
+  address.kind = ServerAddress::Kind::kTcp;
+  address.host = std::string(host);
+  address.port = static_cast<uint16_t>(number);
+  return address;
+}
+
+}  // namespace rbln

@@ -1,0 +1,38 @@
+// The addresses rbln-artifactd listens on (--listen) and rbln-artifact
+// connects to (--server), DESIGN §8: "unix:PATH" or "HOST:PORT". They are
+// checked here, before gRPC sees them, so that a mistake ("50051") gets a
+// message saying what is accepted and what was likely meant, instead of a
+// gRPC log line.
+//
+// Thread-safe: pure functions.
+#ifndef RBLN_CORE_SERVER_ADDRESS_H_
+#define RBLN_CORE_SERVER_ADDRESS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace rbln {
+
+struct ServerAddress {
+  enum class Kind {
+    kUnix,          // unix:PATH
+    kUnixAbstract,  // unix-abstract:NAME (Linux's abstract namespace)
+    kTcp,           // HOST:PORT, [IPv6]:PORT
+  };
+  Kind kind = Kind::kUnix;
+  std::string path;   // kUnix and kUnixAbstract
+  std::string host;   // kTcp, without the brackets of an IPv6 address
+  uint16_t port = 0;  // kTcp, 1..65535
+};
+
+// Parses `text`. INVALID_ARGUMENT reads "expected unix:PATH or HOST:PORT, got
+// '50051' (did you mean 0.0.0.0:50051 or localhost:50051?)", for the caller
+// to prefix with its flag.
+absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text);
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_SERVER_ADDRESS_H_
