@@ -315,13 +315,13 @@ absl::StatusOr<ReadOnlyRootSpec> ParseReadOnlyRoot(absl::string_view text) {
   std::string dir = spec.dir;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   if (dir.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--read-only-root ", Echo(text), ": give [NAME=]DIR, a directory"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", Echo(text), "': give [NAME=]DIR, a directory"));
   }
   if (spec.name.empty()) spec.name = Basename(dir);
   if (!IsValidRootName(spec.name)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--read-only-root ", Echo(text), ": the name '", Echo(spec.name),
+        "'", Echo(text), "': the name '", Echo(spec.name),
         "' may hold only letters, digits, '-', '_' and '.' (not first), at "
         "most ",
         kMaxRootNameBytes, " of them; give one with NAME=DIR"));

@@ -373,8 +373,9 @@ int main(int argc, char** argv) {
   rbln::StoreOptions store_options;
   for (const std::string& text : read_only_roots) {
     absl::StatusOr<rbln::ReadOnlyRootSpec> root = rbln::ParseReadOnlyRoot(text);
-    if (!root.ok())
-      return Fail(kExitUsage, std::string(root.status().message()));
+    if (!root.ok()) {
+      return bad_value("--read-only-root", root.status().message());
+    }
     store_options.read_only_roots.push_back(*std::move(root));
   }
   rbln::DramProvider* dram_ptr = dram.get();
