@@ -1,5 +1,5 @@
 // The command line of `rbln-artifact`, the thin client of rbln-artifactd
-// (DESIGN §8): its flags (those of optimum-rbln-cli, plus a few of its own),
+// (README.md): its flags (those of optimum-rbln-cli, plus a few of its own),
 // their validation, the requests they turn into, and the text printed for the
 // replies. Nothing here talks to a server (run.h does), so all of it is tested
 // without one.

@@ -1,6 +1,6 @@
 // Artifact: a compiled model directory (rbln_config.json, one `.rbln`
 // container per compiled graph, and companion files we never change), opened
-// and checked for internal agreement (DESIGN §2, §3, §5).
+// and checked for internal agreement (docs/memory-model.md).
 //
 // Opening reads rbln_config.json and the header of every container; it never
 // reads a payload unless ArtifactOptions::verify_payload is set. An Artifact

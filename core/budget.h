@@ -1,4 +1,4 @@
-// MemoryBudget: the `--set-memory-budget` argument (DESIGN §5).
+// MemoryBudget: the `--set-memory-budget` argument (docs/memory-model.md).
 //
 // Grammar (surrounding white space ignored, units case-insensitive):
 //   fraction  "0.8", ".8", "1", "1.0"  a decimal in (0, 1]

@@ -1,9 +1,9 @@
-// Fault injection for the commit engine (DESIGN §6), in the manner of
-// LevelDB's db/fault_injection_test.cc: a fault-free commit counts the N
-// file-system calls it makes; then, for every k in 1..N, the same commit on a
-// fresh copy of the store makes call k fail (EIO, ENOSPC) or crash (dropping
-// unsynced data), and the store must hold a complete old or new artifact,
-// the source of a copy untouched, and no staging debris.
+// Fault injection for the commit engine (docs/commit-protocol.md), in the
+// manner of LevelDB's db/fault_injection_test.cc: a fault-free commit counts
+// the N file-system calls it makes; then, for every k in 1..N, the same commit
+// on a fresh copy of the store makes call k fail (EIO, ENOSPC) or crash
+// (dropping unsynced data), and the store must hold a complete old or new
+// artifact, the source of a copy untouched, and no staging debris.
 #include <stdlib.h>
 #include <unistd.h>
 #include <xxhash.h>

@@ -1,5 +1,5 @@
-// The `.rbln` container of this project (DESIGN §4; byte-level specification
-// in docs/rbln-container.md):
+// The `.rbln` container of this project (byte-level
+// specification in docs/rbln-container.md):
 //
 //   [0, 128)                      preamble, fixed, little-endian
 //   [header_offset, +length)      ContainerHeader (proto/rbln/artifact/v1)

@@ -1,6 +1,6 @@
-// The NPU spec table (DESIGN §2): total DRAM, chiplets and the memory the
-// system reserves, by NPU family. It is the embedded default source of
-// "available DRAM"; it needs no device and works on any machine.
+// The NPU spec table (docs/memory-model.md): total DRAM, chiplets and the
+// memory the system reserves, by NPU family. It is the embedded default source
+// of "available DRAM"; it needs no device and works on any machine.
 //
 // Thread-safe: pure functions over constant data.
 #ifndef RBLN_CORE_DEVICE_SPEC_H_

@@ -1,6 +1,6 @@
-// Where "available DRAM" comes from (DESIGN §7). A budget of 0.8 means 80% of
-// what the chosen provider says one device can hold, so the daemon reports
-// the source with every answer.
+// Where "available DRAM" comes from (docs/device-dram.md). A budget of 0.8
+// means 80% of what the chosen provider says one device can hold, so the daemon
+// reports the source with every answer.
 //
 // Providers, in the daemon's order of choice:
 //   1. an explicit override (`--device-dram BYTES[,CHIPLETS]`, on the command

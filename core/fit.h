@@ -1,4 +1,5 @@
-// Fit: the largest KV-cache block count whose memory fits a budget (DESIGN §5).
+// Fit: the largest KV-cache block count whose memory fits a budget
+// (docs/memory-model.md).
 //
 // The memory of an artifact is modelled per (node, chiplet) bucket:
 //   other(b)   = bytes of every allocation that is not a KV tensor, summed over

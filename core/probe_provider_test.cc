@@ -26,7 +26,8 @@ using ::testing::SizeIs;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
-// DESIGN §2: what one RBLN-CA node holds, exactly; rbln-smi prints 15.7GiB.
+// docs/memory-model.md: what one RBLN-CA node holds, exactly; rbln-smi
+// prints 15.7GiB.
 constexpr uint64_t kCaAvailable = 16 * kGiB - 288 * kMiB;
 
 // A clock the test moves by hand.

@@ -1,5 +1,5 @@
-// rbln_config.json (DESIGN §3): the fields the daemon reads, and the one
-// rewrite it makes.
+// rbln_config.json (docs/memory-model.md): the fields the daemon reads, and the
+// one rewrite it makes.
 //
 // rbln_config.json is the source of truth for the current kvcache_num_blocks;
 // nothing else records it. Parsing and rewriting are pure functions over the

@@ -1,4 +1,4 @@
-// Rescale: planning and writing a KV-cache resize (DESIGN §5).
+// Rescale: planning and writing a KV-cache resize (docs/memory-model.md).
 //
 // A resize from the current count c to a target t changes, in every container,
 // each resizable KV tensor's bytes on each (node, chiplet) to bytes * t / c

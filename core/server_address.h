@@ -1,5 +1,5 @@
 // The addresses rbln-artifactd listens on (--listen) and rbln-artifact
-// connects to (--server), DESIGN §8: "unix:PATH" or "HOST:PORT". They are
+// connects to (--server), README.md: "unix:PATH" or "HOST:PORT". They are
 // checked here, before gRPC sees them, so that a mistake ("50051") gets a
 // message saying what is accepted and what was likely meant, instead of a
 // gRPC log line.

@@ -1,6 +1,6 @@
 // ArtifactStore: a directory tree of artifacts, and the commit engine that
-// changes them safely (DESIGN §6; the protocol is described for operators in
-// docs/commit-protocol.md).
+// changes them safely (docs/commit-protocol.md; the protocol is described for
+// operators in docs/commit-protocol.md).
 //
 // * Stage then rename. An in-place resize builds the new version in a sibling
 //   `.<name>.staging-<16 hex>` (unchanged files hard-linked, each container

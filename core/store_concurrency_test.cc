@@ -1,7 +1,7 @@
-// ArtifactStore under concurrent use (DESIGN §6): readers always see a
-// complete version, writers on one artifact serialize into a single chain of
-// commits, compare-and-set aborts name the current count, and a writer on one
-// artifact never holds up readers or writers of another.
+// ArtifactStore under concurrent use (docs/commit-protocol.md): readers always
+// see a complete version, writers on one artifact serialize into a single chain
+// of commits, compare-and-set aborts name the current count, and a writer on
+// one artifact never holds up readers or writers of another.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>

@@ -1,7 +1,7 @@
-// Commits on real file systems that are small or foreign (DESIGN §6): a disk
-// that fills up mid-stage must leave the source byte-identical, the staging
-// removed and its space given back; an output directory on another file
-// system must receive a correct copy.
+// Commits on real file systems that are small or foreign
+// (docs/commit-protocol.md): a disk that fills up mid-stage must leave the
+// source byte-identical, the staging removed and its space given back; an
+// output directory on another file system must receive a correct copy.
 //
 // Each test mounts a 6 MiB tmpfs inside its store (tmpfs has no reflink, so
 // payloads are really copied). Mounting needs root or CAP_SYS_ADMIN; where it

@@ -1,7 +1,7 @@
-// Crash safety against real process death (DESIGN §6, "Crash safety"):
-// commit-stress commits Sets in a loop and is SIGKILLed at a random instant,
-// over and over. After each kill, opening the store (recovery) must leave the
-// artifact complete, old or new, with its payload and companion files
+// Crash safety against real process death (docs/commit-protocol.md, "Crash
+// safety"): commit-stress commits Sets in a loop and is SIGKILLed at a random
+// instant, over and over. After each kill, opening the store (recovery) must
+// leave the artifact complete, old or new, with its payload and companion files
 // intact, and no staging debris anywhere in the store.
 //
 // The delays come from std::mt19937 with a fixed seed, printed;

@@ -1,6 +1,7 @@
-// Memory (DESIGN §6, "Memory"): a resize never holds a payload in memory.
-// With 1 GiB of payload, an in-place Set and an output-directory Set together
-// must raise the process's peak resident set (VmHWM) by less than 32 MiB.
+// Memory (docs/commit-protocol.md, "Memory"): a resize never holds a payload in
+// memory. With 1 GiB of payload, an in-place Set and an output-directory Set
+// together must raise the process's peak resident set (VmHWM) by less than 32
+// MiB.
 //
 // The peak is reset before measuring by writing "5" to /proc/self/clear_refs
 // (Linux 4.0+); where that does not work the Sets run in a forked child,

@@ -1,8 +1,9 @@
-// End-to-end tests of the NPU DRAM query (DESIGN §7): the real rbln-artifactd
-// with a fake rbln-smi (a shell script printing a recorded device table, or
-// failing), and the rbln-artifact client run as a user runs it. They check
-// what reaches the user: the device table, the DRAM source of a fit, the
-// fall-back warnings, and the order of choice (override > probe > spec).
+// End-to-end tests of the NPU DRAM query (docs/device-dram.md): the real
+// rbln-artifactd with a fake rbln-smi (a shell script printing a recorded
+// device table, or failing), and the rbln-artifact client run as a user runs
+// it. They check what reaches the user: the device table, the DRAM source of a
+// fit, the fall-back warnings, and the order of choice (override > probe >
+// spec).
 #include <sys/stat.h>
 
 #include <cstdint>
@@ -40,7 +41,7 @@ using ::testing::Not;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kGiB = uint64_t{1} << 30;
-// An RBLN-CA12 node, exactly (DESIGN §2); rbln-smi prints "15.7GiB".
+// An RBLN-CA12 node, exactly (docs/memory-model.md); rbln-smi prints "15.7GiB".
 constexpr uint64_t kCaAvailable = 16 * kGiB - 288 * kMiB;
 
 // A store with one synthesized RBLN-CA12 artifact ("llama", four nodes);

@@ -1,7 +1,7 @@
-// Synthetic compiled artifacts (DESIGN §4): rbln_config.json in optimum-rbln's
-// schema, one container per graph (prefill, decoder_batch_<b>), and the usual
-// companions (config.json, generation_config.json, tokenizer files), with
-// memory numbers that follow from the model's shapes:
+// Synthetic compiled artifacts (docs/rbln-container.md): rbln_config.json in
+// optimum-rbln's schema, one container per graph (prefill, decoder_batch_<b>),
+// and the usual companions (config.json, generation_config.json, tokenizer
+// files), with memory numbers that follow from the model's shapes:
 //
 //   KV tensor (one per layer and K/V), per block, per node:
 //       kv_heads / num_devices * block_size * head_dim * dtype_bytes
