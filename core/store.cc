@@ -638,8 +638,15 @@ absl::StatusOr<std::vector<std::string>> ArtifactStore::List() {
 
 absl::StatusOr<StoreListing> ArtifactStore::ListAll() {
   StoreListing listing;
-  for (size_t root = 0; root < names_.size(); ++root) {
-    RBLN_RETURN_IF_ERROR(ListRoot(root, &listing));
+  RBLN_RETURN_IF_ERROR(ListRoot(0, &listing));
+  // A read-only root that cannot be read (unmounted, permissions changed)
+  // is one skipped entry, not a failed listing.
+  for (size_t root = 1; root < names_.size(); ++root) {
+    absl::Status status = ListRoot(root, &listing);
+    if (!status.ok()) {
+      listing.skipped.push_back(
+          {LocateRel(root, "").name, std::string(status.message())});
+    }
   }
   return listing;
 }
