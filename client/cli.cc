@@ -39,14 +39,21 @@ constexpr char kDescription[] =
 constexpr char kFooter[] =
     "Examples:\n"
     "  rbln-artifact --get-kvcache-num-blocks --model-id ./my_artifact\n"
-    "  rbln-artifact --set-kvcache-num-blocks 128 --model-id ./my_artifact\n"
+    "  rbln-artifact --set-kvcache-num-blocks 16 --model-id ./my_artifact\n"
     "  rbln-artifact --set-memory-budget 0.8 --model-id ./my_artifact\n"
     "  rbln-artifact --set-memory-budget 10GB --model-id ./my_artifact "
     "--output-dir ./my_artifact_10gb\n"
     "\n"
     "Paths: over a Unix socket a relative --model-id or --output-dir is\n"
     "resolved against the current directory; over TCP it is relative to the\n"
-    "daemon's store. Either way it must lie inside the daemon's store.\n"
+    "daemon's store. Either way it must lie inside the daemon's store or one\n"
+    "of its read-only roots; NAME:PATH names PATH in the read-only root NAME\n"
+    "(rbln-artifactd --read-only-root NAME=DIR), which is read and copied\n"
+    "with --output-dir, never changed.\n"
+    "\n"
+    "Environment: RBLN_ARTIFACTD_SOCKET=PATH sets the default --server\n"
+    "(unix:PATH). Without it: /run/rbln-artifactd.sock for root, else\n"
+    "$XDG_RUNTIME_DIR/rbln-artifactd.sock, else /tmp/rbln-artifactd-UID.sock.\n"
     "\n"
     "--json: the reply as one line of JSON; 64-bit counts and byte sizes are\n"
     "JSON numbers (exact integer literals, even above 2^53, where readers\n"
@@ -205,7 +212,9 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
           ->group(ops);
   f.list_opt =
       app.add_flag("--list", f.list,
-                   OptionHelp("List the artifacts in the daemon's store"))
+                   OptionHelp(
+                       "List the artifacts in the daemon's store and read-only "
+                       "roots, and what was skipped and why"))
           ->group(ops);
   f.device_info_opt =
       app.add_flag(
@@ -572,7 +581,8 @@ ParsedCommandLine ParseCommandLine(const std::vector<std::string>& args,
     result.exit_code = *exit_code == 0 ? kExitOk : *exit_code;
     if (json && *exit_code != 0) {
       // The message alone: without the program name and the --help line.
-      absl::string_view message = parse_err.str();
+      const std::string text = parse_err.str();
+      absl::string_view message = text;
       absl::ConsumePrefix(&message, absl::StrCat(kProgramName, ": "));
       message = message.substr(0, message.find('\n'));
       out << FormatJsonError(UsageFailure(message));
@@ -901,7 +911,7 @@ Failure CallFailure(const CliOptions& options, const absl::Status& status,
     std::string message(status.message());
     // The daemon speaks of its API ("replace"); name the flag.
     if (absl::IsAlreadyExists(status) && !options.output_dir.empty() &&
-        !options.replace) {
+        !options.replace && !absl::StrContains(message, "--replace")) {
       absl::StrAppend(&message, "; add --replace to replace it");
     }
     failure.status = absl::Status(status.code(), message);
@@ -926,18 +936,18 @@ Failure CallFailure(const CliOptions& options, const absl::Status& status,
     message =
         absl::StrCat(late ? "no reply from the daemon in time during the write"
                           : "the daemon closed the connection during the write",
-                     " (", cause, "); ", what,
+                     "; ", what,
                      "; check with --get-kvcache-num-blocks "
                      "--model-id ",
-                     check);
+                     check, " (gRPC: ", cause, ")");
     failure.details.emplace_back("outcome", "unknown");
   } else {
     message =
         absl::StrCat(late ? "no reply from the daemon in time"
                           : "the daemon closed the connection before replying",
-                     " (", cause, "); nothing was changed (",
+                     "; nothing was changed (",
                      IsWriter(options.operation) ? "a dry run" : "a read",
-                     " changes nothing); retry");
+                     " changes nothing); retry (gRPC: ", cause, ")");
     failure.details.emplace_back("outcome", "unchanged");
   }
   failure.status = absl::Status(status.code(), message);

@@ -240,7 +240,7 @@ TEST(HelpTest, DocumentsEveryFlagTheExamplesAndExitCodes) {
   EXPECT_THAT(p.out,
               HasSubstr("rbln-artifact --get-kvcache-num-blocks --model-id "
                         "./my_artifact\n"));
-  EXPECT_THAT(p.out, HasSubstr("rbln-artifact --set-kvcache-num-blocks 128 "
+  EXPECT_THAT(p.out, HasSubstr("rbln-artifact --set-kvcache-num-blocks 16 "
                                "--model-id ./my_artifact\n"));
   EXPECT_THAT(p.out, HasSubstr("rbln-artifact --set-memory-budget 0.8 "
                                "--model-id ./my_artifact\n"));
@@ -728,6 +728,11 @@ TEST(FailureTest, UsageErrorsPrintTheErrorObjectWithJson) {
     ASSERT_TRUE(doc.HasMember("error")) << p.out;
     EXPECT_STREQ(doc["error"]["code"].GetString(), "INVALID_ARGUMENT");
     EXPECT_EQ(doc["error"]["code_number"].GetInt(), 3);
+    // The message is the one on stderr, without the program name.
+    ASSERT_TRUE(doc["error"]["message"].IsString());
+    const std::string message = doc["error"]["message"].GetString();
+    EXPECT_FALSE(message.empty());
+    EXPECT_THAT(p.err, HasSubstr("rbln-artifact: " + message + "\n"));
   }
   // Help is no error.
   EXPECT_THAT(Parse({"--json", "--help"}).out, Not(HasSubstr("{\"error\":{")));
@@ -793,16 +798,17 @@ TEST(FailureTest, InterruptedWriteSaysTheOutcomeIsUnknown) {
   EXPECT_EQ(in_place.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(in_place.text,
             "rbln-artifact: error (UNAVAILABLE): the daemon closed the "
-            "connection during the write (UNAVAILABLE: Socket closed); the "
-            "artifact is either unchanged or fully at the new count; check "
-            "with --get-kvcache-num-blocks --model-id /srv/store/llama\n");
+            "connection during the write; the artifact is either unchanged "
+            "or fully at the new count; check with --get-kvcache-num-blocks "
+            "--model-id /srv/store/llama (gRPC: UNAVAILABLE: Socket "
+            "closed)\n");
   EXPECT_EQ(Detail(in_place, "outcome"), "unknown");
 
   Failure copy = CallFailure(Writer("/srv/store/copy"), closed, false);
   EXPECT_THAT(copy.text, HasSubstr("the output directory is either as it was "
                                    "or holds the complete resized copy; check "
                                    "with --get-kvcache-num-blocks --model-id "
-                                   "/srv/store/copy\n"));
+                                   "/srv/store/copy (gRPC: "));
   Failure late = CallFailure(
       Writer(), absl::DeadlineExceededError("Deadline Exceeded"), false);
   EXPECT_EQ(late.exit_code, kExitInterrupted);
@@ -825,9 +831,9 @@ TEST(FailureTest, InterruptedReadChangedNothing) {
                              /*replied=*/false);
   EXPECT_EQ(read.exit_code, kExitInterrupted);
   EXPECT_THAT(read.text, HasSubstr("the daemon closed the connection before "
-                                   "replying (UNAVAILABLE: Socket closed); "
-                                   "nothing was changed (a read changes "
-                                   "nothing); retry\n"));
+                                   "replying; nothing was changed (a read "
+                                   "changes nothing); retry (gRPC: "
+                                   "UNAVAILABLE: Socket closed)\n"));
   EXPECT_EQ(Detail(read, "outcome"), "unchanged");
   CliOptions dry_run = Writer();
   dry_run.dry_run = true;

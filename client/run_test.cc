@@ -244,8 +244,9 @@ TEST_F(RunCommandTest, WithoutTheDaemonsMarkAnErrorIsAnInterruption) {
   EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama"}),
             kExitInterrupted);
   EXPECT_THAT(err_, HasSubstr("the daemon closed the connection during the "
-                              "write (UNAVAILABLE: gone); the artifact is "
-                              "either unchanged or fully at the new count"));
+                              "write; the artifact is either unchanged or "
+                              "fully at the new count; check with --get"));
+  EXPECT_THAT(err_, HasSubstr("(gRPC: UNAVAILABLE: gone)"));
   EXPECT_EQ(Run({"--get-kvcache-num-blocks", "--model-id", "llama"}),
             kExitInterrupted);
   EXPECT_THAT(err_, HasSubstr("nothing was changed (a read changes nothing)"));

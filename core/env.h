@@ -286,12 +286,19 @@ absl::Status WriteStringToNewFile(Env* env, const std::string& path,
 inline constexpr int kMaxRemoveTreeDepth = 128;
 absl::Status RemoveTree(Env* env, const std::string& path);
 
+// Who a copy belongs to: the source's owner and group (kSource), or the
+// process that writes it (kWriter: a copy out of a read-only root, whose
+// owners are not the store's); the source's permission bits either way.
+enum class CopyOwner { kSource, kWriter };
+FileOwnership OwnershipOfCopy(const FileStat& source, CopyOwner owner);
+
 // Copies a regular file's bytes into a new file at `to` (kernel-side copy),
-// then syncs it; the copy gets the source's owner and mode. `from` is read
-// through `from_env`, `to` written through `to_env` (they may differ: a
-// read-only root and the store).
+// then syncs it; the copy gets the source's mode and the owner `owner` says.
+// `from` is read through `from_env`, `to` written through `to_env` (they may
+// differ: a read-only root and the store).
 absl::Status CopyFile(Env* from_env, const std::string& from, Env* to_env,
-                      const std::string& to);
+                      const std::string& to,
+                      CopyOwner owner = CopyOwner::kSource);
 
 }  // namespace rbln
 

@@ -859,8 +859,14 @@ absl::Status RemoveTree(Env* env, const std::string& path) {
   return RemoveTreeAt(env, path, 0);
 }
 
+FileOwnership OwnershipOfCopy(const FileStat& source, CopyOwner owner) {
+  if (owner == CopyOwner::kSource) return FileOwnership::Of(source);
+  return {static_cast<uint32_t>(geteuid()), static_cast<uint32_t>(getegid()),
+          source.mode};
+}
+
 absl::Status CopyFile(Env* from_env, const std::string& from, Env* to_env,
-                      const std::string& to) {
+                      const std::string& to, CopyOwner owner) {
   RBLN_ASSIGN_OR_RETURN(FileStat st, from_env->Stat(from));
   RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> src,
                         from_env->NewRandomAccessFile(from));
@@ -870,7 +876,7 @@ absl::Status CopyFile(Env* from_env, const std::string& from, Env* to_env,
   RBLN_RETURN_IF_ERROR(dst->CopyRangeFrom(*src, 0, size, 0));
   RBLN_RETURN_IF_ERROR(dst->Sync());
   RBLN_RETURN_IF_ERROR(dst->Close());
-  return to_env->SetOwnership(to, FileOwnership::Of(st));
+  return to_env->SetOwnership(to, OwnershipOfCopy(st, owner));
 }
 
 }  // namespace rbln

@@ -32,7 +32,7 @@ constexpr int kMaxCompanionDepth = 32;
 // link needs both to be the same.
 absl::Status CopyCompanion(Env* source, Env* env, const std::string& from_dir,
                            const std::string& to_dir, const std::string& name,
-                           bool link, int depth = 0) {
+                           bool link, CopyOwner owner, int depth = 0) {
   const std::string from = JoinPath(from_dir, name);
   const std::string to = JoinPath(to_dir, name);
   RBLN_ASSIGN_OR_RETURN(FileStat st, source->Stat(from));
@@ -42,7 +42,7 @@ absl::Status CopyCompanion(Env* source, Env* env, const std::string& from_dir,
       if (link && source == env && env->Link(from, to).ok()) {
         return absl::OkStatus();
       }
-      return CopyFile(source, from, env, to);
+      return CopyFile(source, from, env, to, owner);
     case FileType::kDirectory: {
       if (depth >= kMaxCompanionDepth) {
         return absl::FailedPreconditionError(
@@ -53,10 +53,10 @@ absl::Status CopyCompanion(Env* source, Env* env, const std::string& from_dir,
       RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries,
                             source->ListDir(from));
       for (const DirEntry& entry : entries) {
-        RBLN_RETURN_IF_ERROR(
-            CopyCompanion(source, env, from, to, entry.name, link, depth + 1));
+        RBLN_RETURN_IF_ERROR(CopyCompanion(source, env, from, to, entry.name,
+                                           link, owner, depth + 1));
       }
-      RBLN_RETURN_IF_ERROR(env->SetOwnership(to, FileOwnership::Of(st)));
+      RBLN_RETURN_IF_ERROR(env->SetOwnership(to, OwnershipOfCopy(st, owner)));
       return env->SyncDir(to);
     }
     default:
@@ -230,10 +230,10 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
   };
   Env* const source = options.source_env != nullptr ? options.source_env : env;
   // Every file written gets the owner and mode of the one it replaces.
-  auto keep_ownership = [env, source](const std::string& from,
-                                      const std::string& to) {
+  auto keep_ownership = [env, source, &options](const std::string& from,
+                                                const std::string& to) {
     RBLN_ASSIGN_OR_RETURN(FileStat st, source->Stat(from));
-    return env->SetOwnership(to, FileOwnership::Of(st));
+    return env->SetOwnership(to, OwnershipOfCopy(st, options.copy_owner));
   };
   for (size_t i = 0; i < containers.size(); ++i) {
     RBLN_RETURN_IF_ERROR(check_cancelled());
@@ -262,7 +262,8 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
   for (const std::string& name : artifact.companion_files()) {
     RBLN_RETURN_IF_ERROR(check_cancelled());
     RBLN_RETURN_IF_ERROR(CopyCompanion(source, env, artifact.dir(), out_dir,
-                                       name, options.link_companions));
+                                       name, options.link_companions,
+                                       options.copy_owner));
   }
   // Last, as the directory's own mode may not let anyone add to it.
   RBLN_RETURN_IF_ERROR(keep_ownership(artifact.dir(), out_dir));

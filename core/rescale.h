@@ -75,6 +75,9 @@ struct WriteResizedOptions {
   // Reads the artifact's files (a read-only root's Env); null: the Env the
   // result is written through.
   Env* source_env = nullptr;
+  // Who the files written belong to (kWriter for a copy out of a read-only
+  // root); their permission bits are the source's.
+  CopyOwner copy_owner = CopyOwner::kSource;
   // Hard-link companion files instead of copying them (falling back to a
   // copy where linking fails, e.g. across file systems). Safe because no
   // file of an artifact is ever modified in place.

@@ -909,6 +909,10 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
 
   WriteResizedOptions write_options;
   write_options.source_env = source.env;
+  // Whoever owns files in a read-only root (a user's cache) is not thereby
+  // an owner in the store: the copy is the daemon's, with the same modes.
+  write_options.copy_owner =
+      source.read_only ? CopyOwner::kWriter : CopyOwner::kSource;
   write_options.is_cancelled = request.is_cancelled;
   if (request.progress) {
     const uint64_t total = PayloadBytes(artifact);
@@ -1063,9 +1067,10 @@ absl::StatusOr<std::optional<FileStat>> ArtifactStore::CheckOutput(
     return ErrnoToStatus("open", dest, ELOOP);
   }
   if (!replace) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "output directory ", output_name,
-        " already exists; choose a new directory, or ask to replace it"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("output directory ", output_name,
+                     " already exists; choose a new directory, or replace it "
+                     "(rbln-artifact --replace; replace in the API)"));
   }
   if (dest_st->type != FileType::kDirectory) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/artifact_name.h"
@@ -17,6 +18,22 @@
 
 namespace rbln {
 namespace {
+
+// Over TCP a caller is on another host: it names artifacts relative to the
+// store, or NAME:path in a read-only root; an absolute path means the
+// daemon's file system, which only local callers (the Unix socket) share.
+absl::Status CheckNameForPeer(const grpc::ServerContext* context,
+                              absl::string_view name, absl::string_view what) {
+  const std::string peer = context->peer();
+  const bool remote =
+      absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:");
+  if (!remote || !absl::StartsWith(name, "/")) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " ", Echo(name),
+      " is an absolute path; over TCP name it by its path in the store "
+      "('team/llama') or as NAME:path in a read-only root (absolute paths are "
+      "for callers on the daemon's host, over its Unix socket)"));
+}
 
 // A name or directory as a reply may carry it (any bytes on disk; UTF-8 text
 // on the wire), with room for escapes beyond the longest path.
@@ -128,6 +145,8 @@ grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
     v1::GetKvcacheNumBlocksResponse* resp) {
   const std::string name = LogName(req->artifact());
   RequestLog log(this, context, "GetKvcacheNumBlocks", name);
+  absl::Status allowed = CheckNameForPeer(context, req->artifact(), "artifact");
+  if (!allowed.ok()) return log.Finish(allowed);
   absl::StatusOr<Artifact> artifact = store_->Read(req->artifact());
   if (!artifact.ok()) return log.Finish(artifact.status());
   resp->set_artifact(name);  // canonical: the read succeeded
@@ -221,6 +240,9 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
                                         WriteRequest request,
                                         const v1::WriteOptions& options,
                                         v1::ResizeResponse* resp) {
+  RBLN_RETURN_IF_ERROR(CheckNameForPeer(context, request.name, "artifact"));
+  RBLN_RETURN_IF_ERROR(
+      CheckNameForPeer(context, options.output_dir(), "output directory"));
   request.output_name = options.output_dir();
   request.replace = options.replace();
   request.dry_run = options.dry_run();
@@ -284,6 +306,8 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
     v1::DescribeArtifactResponse* resp) {
   const std::string name = LogName(req->artifact());
   RequestLog log(this, context, "DescribeArtifact", name);
+  absl::Status allowed = CheckNameForPeer(context, req->artifact(), "artifact");
+  if (!allowed.ok()) return log.Finish(allowed);
   absl::StatusOr<Artifact> artifact =
       store_->Read(req->artifact(), {.verify_payload = req->verify_payload()});
   if (!artifact.ok()) return log.Finish(artifact.status());

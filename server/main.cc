@@ -314,8 +314,12 @@ int main(int argc, char** argv) {
       "it fails, hangs or prints something unreadable.\nThe artifact's "
       "target NPU decides the spec; probed devices of another family are a "
       "warning. rbln-artifact --device-info shows what the daemon uses.\n"
-      "Environment: RBLN_ARTIFACTD_STORE and RBLN_ARTIFACTD_SOCKET change the "
-      "defaults (also for rbln-artifact).\nExample:\n  rbln-artifactd --store "
+      "Environment: RBLN_ARTIFACTD_STORE changes the default --store; "
+      "RBLN_ARTIFACTD_SOCKET (a path) the default --listen, as it does "
+      "rbln-artifact's default --server. Without it the socket is "
+      "/run/rbln-artifactd.sock for root, else "
+      "$XDG_RUNTIME_DIR/rbln-artifactd.sock, else "
+      "/tmp/rbln-artifactd-UID.sock.\nExample:\n  rbln-artifactd --store "
       "/srv/artifacts --listen unix:/run/rbln-artifactd.sock --listen "
       "0.0.0.0:50051\n" +
       std::string(kExitCodesHelp));

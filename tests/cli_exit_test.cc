@@ -483,7 +483,8 @@ TEST_F(CliExitTest, ExistingOutputDirNamesReplace) {
       Cli("--set-kvcache-num-blocks 10 --model-id ./tiny --output-dir ./copy");
   EXPECT_EQ(again.code, 1) << again;
   EXPECT_THAT(again.err, HasSubstr("error (ALREADY_EXISTS)"));
-  EXPECT_THAT(again.err, HasSubstr("add --replace to replace it"));
+  EXPECT_THAT(again.err, HasSubstr("rbln-artifact --replace"));
+  EXPECT_THAT(again.err, Not(HasSubstr("add --replace")));  // said once
   EXPECT_EQ(CountOnDisk(StorePath("copy")), 12u);
   Outcome replaced =
       Cli("--set-kvcache-num-blocks 10 --model-id ./tiny --output-dir ./copy "

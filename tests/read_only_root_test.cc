@@ -101,6 +101,8 @@ uint64_t CountInRoot(const std::string& root, const std::string& dir) {
   return artifact.ok() ? artifact->current_num_blocks() : 0;
 }
 
+constexpr uid_t kNobody = 65534;
+
 class ReadOnlyRootTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -131,6 +133,14 @@ class ReadOnlyRootTest : public ::testing::Test {
     fs::create_symlink(outside_ + "/rbln_config.json",
                        absolute + "/rbln_config.json");
     fs::create_symlink(models_ + "/llama", store_ + "/linked");
+    // The models belong to another user, as a user's cache would.
+    if (geteuid() == 0) {
+      ASSERT_EQ(chown(models_.c_str(), kNobody, kNobody), 0);
+      for (const fs::directory_entry& entry :
+           fs::recursive_directory_iterator(models_)) {
+        ASSERT_EQ(lchown(entry.path().c_str(), kNobody, kNobody), 0);
+      }
+    }
 
     models_before_ = Snapshot(models_);
     hub_before_ = Snapshot(hub_);
@@ -199,6 +209,23 @@ TEST_F(ReadOnlyRootTest, ReadsByAbsolutePathAndByRootName) {
             "hf:models--org--tiny/snapshots/abc123");
 }
 
+// Over TCP the caller is on another host: an absolute path, which means the
+// daemon's file system, is refused; names are store-relative or NAME:path.
+TEST_F(ReadOnlyRootTest, OverTcpAbsolutePathsAreRefused) {
+  for (const std::string& args :
+       {"--get-kvcache-num-blocks --model-id " + models_ + "/llama",
+        "--describe --model-id " + store_ + "/own",
+        "--set-kvcache-num-blocks 12 --model-id models:llama --output-dir " +
+            store_ + "/abs-copy"}) {
+    Outcome o = Cli(args, tcp_);
+    EXPECT_EQ(o.code, 1) << o;
+    EXPECT_THAT(o.err, HasSubstr("INVALID_ARGUMENT")) << o;
+    EXPECT_THAT(o.err, HasSubstr("over TCP")) << o;
+  }
+  EXPECT_FALSE(fs::exists(store_ + "/abs-copy"));
+  EXPECT_EQ(Get("own", tcp_), CountOnDisk(store_ + "/own"));
+}
+
 TEST_F(ReadOnlyRootTest, DescribeAndDryRunWork) {
   Outcome o = Cli("--describe --verify --model-id models:llama");
   EXPECT_EQ(o.code, 0) << o;
@@ -241,6 +268,18 @@ TEST_F(ReadOnlyRootTest, OutputDirWriteCopiesIntoTheStore) {
           tcp_);
   ASSERT_EQ(o.code, 0) << o;
   EXPECT_GT(CountOnDisk(store_ + "/llama-half"), 0u);
+  // The copy is the daemon's, not the root's foreign owner's; modes are
+  // kept.
+  for (const fs::directory_entry& entry :
+       fs::recursive_directory_iterator(store_ + "/llama-half")) {
+    struct stat copy, source;
+    ASSERT_EQ(lstat(entry.path().c_str(), &copy), 0);
+    const fs::path rel = fs::relative(entry.path(), store_ + "/llama-half");
+    ASSERT_EQ(stat((fs::path(models_) / "llama" / rel).c_str(), &source), 0);
+    EXPECT_EQ(copy.st_uid, geteuid()) << rel;
+    EXPECT_EQ(copy.st_gid, getegid()) << rel;
+    EXPECT_EQ(copy.st_mode & 07777, source.st_mode & 07777) << rel;
+  }
 }
 
 TEST_F(ReadOnlyRootTest, NothingIsWrittenIntoAReadOnlyRoot) {
