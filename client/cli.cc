@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "core/artifact_name.h"
 #include "core/budget.h"
+#include "core/defaults.h"
 #include "core/flag_errors.h"
 #include "core/server_address.h"
 #include "google/protobuf/descriptor.h"
@@ -169,6 +170,7 @@ struct RawFlags {
   CLI::Option* dry_run_opt = nullptr;
   CLI::Option* expect_opt = nullptr;
   CLI::Option* verify_opt = nullptr;
+  CLI::Option* server_opt = nullptr;
 };
 
 void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
@@ -268,13 +270,15 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
 
   const std::string other = "Connection and output";
   f.server = std::string(default_server);
-  app.add_option(
-         "--server", f.server,
-         OptionHelp(absl::StrCat("Daemon address: unix:PATH or HOST:PORT "
-                                 "(default: ",
-                                 default_server, ")")))
-      ->type_name("ADDR")
-      ->group(other);
+  f.server_opt =
+      app.add_option("--server", f.server,
+                     OptionHelp(absl::StrCat(
+                         "Daemon address: unix:PATH, HOST:PORT or "
+                         "an absolute path (a Unix socket); default: ",
+                         default_server, " ($", kAddressEnv, ", else $",
+                         kSocketEnv, ", else built in)")))
+          ->type_name("ADDR")
+          ->group(other);
   app.add_flag("--json", f.json,
                OptionHelp("Print the daemon's reply as one line of JSON "
                           "(proto field names, every field present, 64-bit "
@@ -381,10 +385,17 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   }
   absl::StatusOr<ServerAddress> server = ParseServerAddress(f.server);
   if (!server.ok()) {
-    return UsageError(absl::StrCat("--server: ", server.status().message()));
+    // The built-in default is always valid: a bad one came from the
+    // environment.
+    return UsageError(
+        absl::StrCat(f.server_opt->count() > 0
+                         ? "--server"
+                         : absl::StrCat("the default address (from $",
+                                        kAddressEnv, " or $", kSocketEnv, ")"),
+                     ": ", server.status().message()));
   }
 
-  o.server = f.server;
+  o.server = GrpcTarget(*server);
   o.model_id = f.model_id;
   o.num_blocks = f.set;
   o.budget = f.budget;
@@ -887,8 +898,26 @@ bool TransportMayCause(absl::StatusCode code) {
   }
 }
 
+// The reason and counts of the daemon's ErrorDetail, into `failure`.
+void AddErrorDetail(const rbln::artifact::v1::ErrorDetail& detail,
+                    Failure* failure) {
+  using Detail = rbln::artifact::v1::ErrorDetail;
+  failure->details.emplace_back("reason", Detail::Reason_Name(detail.reason()));
+  if (detail.has_current_num_blocks()) {
+    failure->counts.emplace_back("current_num_blocks",
+                                 detail.current_num_blocks());
+  }
+  if (detail.has_num_min_blocks()) {
+    failure->counts.emplace_back("num_min_blocks", detail.num_min_blocks());
+  }
+  if (detail.has_num_full_blocks()) {
+    failure->counts.emplace_back("num_full_blocks", detail.num_full_blocks());
+  }
+}
+
 Failure CallFailure(const CliOptions& options, const absl::Status& status,
-                    bool replied) {
+                    bool replied,
+                    const rbln::artifact::v1::ErrorDetail* detail) {
   replied = replied || !TransportMayCause(status.code());
   Failure failure;
   if (!options.model_id.empty()) {
@@ -897,6 +926,7 @@ Failure CallFailure(const CliOptions& options, const absl::Status& status,
   if (!options.output_dir.empty()) {
     failure.details.emplace_back("output_dir", options.output_dir);
   }
+  if (detail != nullptr) AddErrorDetail(*detail, &failure);
   if (replied) {
     std::string message(status.message());
     // The daemon speaks of its API ("replace"); name the flag.
@@ -963,6 +993,9 @@ std::string FormatJsonError(const Failure& failure) {
   rapidjson::Value details(rapidjson::kObjectType);
   for (const auto& [key, value] : failure.details) {
     details.AddMember(text(key), text(value), alloc);
+  }
+  for (const auto& [key, value] : failure.counts) {
+    details.AddMember(text(key), rapidjson::Value(value), alloc);
   }
   rapidjson::Value error(rapidjson::kObjectType);
   error.AddMember("code", text(absl::StatusCodeToString(failure.status.code())),
