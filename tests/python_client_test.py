@@ -330,6 +330,28 @@ class PythonClientTest(unittest.TestCase):
                   timeout=RPC_TIMEOUT_S)
         self.assertEqual(raised.exception.code(), grpc.StatusCode.NOT_FOUND)
 
+    def test_health_not_serving_once_shutdown_starts(self):
+        """A watcher of the service's health sees NOT_SERVING at SIGTERM
+        (its own daemon: the class's keeps serving)."""
+        store = os.path.join(self.root, "health-store")
+        os.makedirs(store, exist_ok=True)
+        daemon = Daemon(store, os.path.join(self.root, "health.sock"))
+        try:
+            with grpc.insecure_channel(daemon.address) as channel:
+                watch = channel.unary_stream(
+                    "/grpc.health.v1.Health/Watch",
+                    request_serializer=_identity,
+                    response_deserializer=_identity)
+                name = b"rbln.artifact.v1.ArtifactService"
+                updates = watch(b"\x0a" + bytes([len(name)]) + name,
+                                timeout=RPC_TIMEOUT_S)
+                self.assertEqual(next(updates), b"\x08\x01")  # SERVING
+                daemon.process.send_signal(signal.SIGTERM)
+                self.assertEqual(next(updates), b"\x08\x02")  # NOT_SERVING
+                updates.cancel()
+        finally:
+            daemon.stop()
+
     def test_reflection_lists_the_service(self):
         info = self.channel.stream_stream(
             "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
