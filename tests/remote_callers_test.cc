@@ -8,12 +8,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/error_facts.h"
 #include "gmock/gmock.h"
 #include "google/rpc/status.pb.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
@@ -99,6 +101,27 @@ class RemoteCallersTest : public ::testing::Test {
   std::unique_ptr<v1::ArtifactService::Stub> stub_;
 };
 
+// Core's reasons (core/error_facts.h) and the proto's enum name the same
+// set: the server translates by name, and a reason missing from either side
+// would reach clients as REASON_UNSPECIFIED.
+TEST(ErrorReasonTest, CoreReasonsAreTheProtoEnum) {
+  const ErrorReason all[] = {
+      ErrorReason::kBelowMinBlocks, ErrorReason::kTooManyBlocks,
+      ErrorReason::kBudgetBelowMin, ErrorReason::kCasMismatch,
+      ErrorReason::kOutputExists,   ErrorReason::kOutsideStore,
+      ErrorReason::kReadOnlyRoot,   ErrorReason::kArtifactNotFound};
+  for (ErrorReason reason : all) {
+    const std::string name(ErrorReasonName(reason));
+    v1::ErrorDetail::Reason parsed = v1::ErrorDetail::REASON_UNSPECIFIED;
+    EXPECT_TRUE(v1::ErrorDetail::Reason_Parse(name, &parsed)) << name;
+    EXPECT_NE(parsed, v1::ErrorDetail::REASON_UNSPECIFIED) << name;
+  }
+  // Plus REASON_UNSPECIFIED and NOT_AN_OPERATOR (reserved for the
+  // authorization layer), and nothing else.
+  EXPECT_EQ(v1::ErrorDetail::Reason_descriptor()->value_count(),
+            static_cast<int>(std::size(all)) + 2);
+}
+
 TEST_F(RemoteCallersTest, CompareAndSetMismatchCarriesTheCurrentCount) {
   ASSERT_NO_FATAL_FAILURE(Start());
   const v1::GetKvcacheNumBlocksResponse before = Get("a");
@@ -154,6 +177,22 @@ TEST_F(RemoteCallersTest, OtherRefusalsNameTheirReason) {
   ASSERT_TRUE(detail.has_value());
   EXPECT_EQ(detail->reason(), v1::ErrorDetail::ARTIFACT_NOT_FOUND);
   EXPECT_EQ(detail->artifact(), "missing");
+
+  // An existing output directory, without replace.
+  std::filesystem::create_directories(store_ + "/taken");
+  v1::SetKvcacheNumBlocksRequest copy;
+  copy.set_artifact("a");
+  copy.set_num_blocks(Get("a").kvcache_num_blocks());
+  copy.mutable_options()->set_output_dir("taken");
+  v1::ResizeResponse copied;
+  grpc::Status exists =
+      stub_->SetKvcacheNumBlocks(Context().get(), copy, &copied);
+  ASSERT_EQ(exists.error_code(), grpc::StatusCode::ALREADY_EXISTS)
+      << exists.error_message();
+  detail = DetailOf(exists);
+  ASSERT_TRUE(detail.has_value());
+  EXPECT_EQ(detail->reason(), v1::ErrorDetail::OUTPUT_EXISTS);
+  EXPECT_EQ(detail->artifact(), "taken");
 
   // An error without facts to state has no details.
   v1::FitMemoryBudgetRequest fit;
