@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "core/artifact_name.h"
 #include "core/budget.h"
+#include "core/defaults.h"
 #include "core/flag_errors.h"
 #include "core/server_address.h"
 #include "google/protobuf/descriptor.h"
@@ -51,8 +52,10 @@ constexpr char kFooter[] =
     "(rbln-artifactd --read-only-root NAME=DIR), which is read and copied\n"
     "with --output-dir, never changed.\n"
     "\n"
-    "Environment: RBLN_ARTIFACTD_SOCKET=PATH sets the default --server\n"
-    "(unix:PATH). Without it: /run/rbln-artifactd.sock for root, else\n"
+    "Environment: RBLN_ARTIFACTD_ADDRESS (unix:PATH, HOST:PORT or an\n"
+    "absolute socket path) sets the default --server; RBLN_ARTIFACTD_SOCKET\n"
+    "(a socket path) is its older alias. Without them: unix: and\n"
+    "/run/rbln-artifactd.sock for root, else\n"
     "$XDG_RUNTIME_DIR/rbln-artifactd.sock, else /tmp/rbln-artifactd-UID.sock.\n"
     "\n"
     "--json: the reply as one line of JSON; 64-bit counts and byte sizes are\n"
@@ -176,6 +179,7 @@ struct RawFlags {
   CLI::Option* dry_run_opt = nullptr;
   CLI::Option* expect_opt = nullptr;
   CLI::Option* verify_opt = nullptr;
+  CLI::Option* server_opt = nullptr;
 };
 
 void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
@@ -277,13 +281,15 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
 
   const std::string other = "Connection and output";
   f.server = std::string(default_server);
-  app.add_option(
-         "--server", f.server,
-         OptionHelp(absl::StrCat("Daemon address: unix:PATH or HOST:PORT "
-                                 "(default: ",
-                                 default_server, ")")))
-      ->type_name("ADDR")
-      ->group(other);
+  f.server_opt =
+      app.add_option("--server", f.server,
+                     OptionHelp(absl::StrCat(
+                         "Daemon address: unix:PATH, HOST:PORT or "
+                         "an absolute path (a Unix socket); default: ",
+                         default_server, " ($", kAddressEnv, ", else $",
+                         kSocketEnv, ", else built in)")))
+          ->type_name("ADDR")
+          ->group(other);
   app.add_flag("--json", f.json,
                OptionHelp("Print the daemon's reply as one line of JSON "
                           "(proto field names, every field present, 64-bit "
@@ -390,10 +396,17 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   }
   absl::StatusOr<ServerAddress> server = ParseServerAddress(f.server);
   if (!server.ok()) {
-    return UsageError(absl::StrCat("--server: ", server.status().message()));
+    // The built-in default is always valid: a bad one came from the
+    // environment.
+    return UsageError(
+        absl::StrCat(f.server_opt->count() > 0
+                         ? "--server"
+                         : absl::StrCat("the default address (from $",
+                                        kAddressEnv, " or $", kSocketEnv, ")"),
+                     ": ", server.status().message()));
   }
 
-  o.server = f.server;
+  o.server = GrpcTarget(*server);
   o.model_id = f.model_id;
   o.num_blocks = f.set;
   o.budget = f.budget;
@@ -897,8 +910,26 @@ bool TransportMayCause(absl::StatusCode code) {
   }
 }
 
+// The reason and counts of the daemon's ErrorDetail, into `failure`.
+void AddErrorDetail(const rbln::artifact::v1::ErrorDetail& detail,
+                    Failure* failure) {
+  using Detail = rbln::artifact::v1::ErrorDetail;
+  failure->details.emplace_back("reason", Detail::Reason_Name(detail.reason()));
+  if (detail.has_current_num_blocks()) {
+    failure->counts.emplace_back("current_num_blocks",
+                                 detail.current_num_blocks());
+  }
+  if (detail.has_num_min_blocks()) {
+    failure->counts.emplace_back("num_min_blocks", detail.num_min_blocks());
+  }
+  if (detail.has_num_full_blocks()) {
+    failure->counts.emplace_back("num_full_blocks", detail.num_full_blocks());
+  }
+}
+
 Failure CallFailure(const CliOptions& options, const absl::Status& status,
-                    bool replied) {
+                    bool replied,
+                    const rbln::artifact::v1::ErrorDetail* detail) {
   replied = replied || !TransportMayCause(status.code());
   Failure failure;
   if (!options.model_id.empty()) {
@@ -907,6 +938,7 @@ Failure CallFailure(const CliOptions& options, const absl::Status& status,
   if (!options.output_dir.empty()) {
     failure.details.emplace_back("output_dir", options.output_dir);
   }
+  if (detail != nullptr) AddErrorDetail(*detail, &failure);
   if (replied) {
     std::string message(status.message());
     // The daemon speaks of its API ("replace"); name the flag.
@@ -973,6 +1005,9 @@ std::string FormatJsonError(const Failure& failure) {
   rapidjson::Value details(rapidjson::kObjectType);
   for (const auto& [key, value] : failure.details) {
     details.AddMember(text(key), text(value), alloc);
+  }
+  for (const auto& [key, value] : failure.counts) {
+    details.AddMember(text(key), rapidjson::Value(value), alloc);
   }
   rapidjson::Value error(rapidjson::kObjectType);
   error.AddMember("code", text(absl::StatusCodeToString(failure.status.code())),

@@ -145,8 +145,12 @@ struct Failure {
   // What stderr shows (ends with a newline).
   std::string text;
   // What the client knows for sure (the artifact it asked about, whether a
-  // write's outcome is known...), the JSON error object's "details".
+  // write's outcome is known, the reason of the daemon's ErrorDetail...),
+  // the JSON error object's "details".
   std::vector<std::pair<std::string, std::string>> details;
+  // Counts from the daemon's ErrorDetail ("current_num_blocks"...), JSON
+  // numbers among the "details".
+  std::vector<std::pair<std::string, uint64_t>> counts;
 };
 
 // The client itself failed (exit 1): FormatError's text.
@@ -179,16 +183,20 @@ Failure SocketDeniedFailure(absl::string_view path, uint32_t uid,
 // message says what is known of the outcome: for a write, that the artifact
 // is unchanged or fully at the new count; for a read or a dry run, that
 // nothing changed. Other codes are a server's answer even unmarked (gRPC's
-// UNIMPLEMENTED, an older daemon).
+// UNIMPLEMENTED, an older daemon). `detail`, when the status carried one
+// (the grpc-status-details-bin trailer, artifact_service.proto), adds its
+// reason and counts to the details; the text stays the daemon's message.
 Failure CallFailure(const CliOptions& options, const absl::Status& status,
-                    bool replied);
+                    bool replied,
+                    const rbln::artifact::v1::ErrorDetail* detail = nullptr);
 
 // Prints `failure.text` on `err` and, with `json`, FormatJsonError on `out`;
 // returns failure.exit_code.
 int ReportFailure(const Failure& failure, bool json, std::ostream& out,
                   std::ostream& err);
 // {"error": {"code": "ABORTED", "code_number": 10, "message": "...",
-// "details": {...}}} on one line.
+// "details": {"reason": "CAS_MISMATCH", "current_num_blocks": 32, ...}}} on
+// one line.
 std::string FormatJsonError(const Failure& failure);
 
 // Diagnostics (stderr).

@@ -163,8 +163,9 @@ INSTANTIATE_TEST_SUITE_P(
                   {"--set-memory-budget must not be empty"}},
         // Server address, unknown flags, stray arguments.
         UsageCase{{"--list", "--server", "localhost"},
-                  {"--server: expected unix:PATH or HOST:PORT, got "
-                   "'localhost' (a host needs a port, e.g. localhost:50051)"}},
+                  {"--server: expected unix:PATH, HOST:PORT or an absolute "
+                   "path (a Unix socket), got 'localhost' (a host needs a "
+                   "port, e.g. localhost:50051)"}},
         UsageCase{{"--list", "--server", "50051"},
                   {"did you mean 0.0.0.0:50051 or localhost:50051?"}},
         UsageCase{{"--list", "--server", "unix:"}, {"--server"}},
@@ -775,6 +776,40 @@ TEST(FailureTest, StatusesTheDaemonReturnedExitOneOrFour) {
   EXPECT_EQ(CallFailure(Writer(), absl::PermissionDeniedError("outside"), true)
                 .exit_code,
             kExitFailed);
+}
+
+TEST(FailureTest, ErrorDetailAddsReasonAndCountsAsJsonNumbers) {
+  rbln::artifact::v1::ErrorDetail detail;
+  detail.set_reason(rbln::artifact::v1::ErrorDetail::BELOW_MIN_BLOCKS);
+  detail.set_artifact("llama");
+  detail.set_current_num_blocks(32);
+  detail.set_num_min_blocks(17);
+  detail.set_num_full_blocks(64);
+  const absl::Status below =
+      absl::InvalidArgumentError("kvcache_num_blocks 3 is below the minimum");
+  Failure failure = CallFailure(Writer(), below, /*replied=*/true, &detail);
+  // People see the daemon's message, as without a detail.
+  EXPECT_EQ(failure.text, CallFailure(Writer(), below, true).text);
+  rapidjson::Document doc = ParseJsonLine(FormatJsonError(failure));
+  const rapidjson::Value& details = doc["error"]["details"];
+  EXPECT_STREQ(details["reason"].GetString(), "BELOW_MIN_BLOCKS");
+  EXPECT_STREQ(details["artifact"].GetString(), "/srv/store/llama");
+  ASSERT_TRUE(details["current_num_blocks"].IsUint64());
+  EXPECT_EQ(details["current_num_blocks"].GetUint64(), 32u);
+  EXPECT_EQ(details["num_min_blocks"].GetUint64(), 17u);
+  EXPECT_EQ(details["num_full_blocks"].GetUint64(), 64u);
+
+  // Counts the detail leaves unset are absent, not zero.
+  rbln::artifact::v1::ErrorDetail cas;
+  cas.set_reason(rbln::artifact::v1::ErrorDetail::CAS_MISMATCH);
+  cas.set_current_num_blocks(0);
+  rapidjson::Document cas_doc = ParseJsonLine(FormatJsonError(
+      CallFailure(Writer(), absl::AbortedError("stale"), true, &cas)));
+  const rapidjson::Value& cas_details = cas_doc["error"]["details"];
+  EXPECT_STREQ(cas_details["reason"].GetString(), "CAS_MISMATCH");
+  EXPECT_EQ(cas_details["current_num_blocks"].GetUint64(), 0u);
+  EXPECT_FALSE(cas_details.HasMember("num_min_blocks"));
+  EXPECT_FALSE(cas_details.HasMember("num_full_blocks"));
 }
 
 TEST(FailureTest, AlreadyExistsNamesReplace) {

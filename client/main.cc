@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   namespace client = rbln::client;
   std::vector<std::string> args(argv + 1, argv + argc);
   client::ParsedCommandLine parsed = client::ParseCommandLine(
-      args, rbln::DefaultServerAddress(), std::cout, std::cerr);
+      args, rbln::DefaultClientAddress(), std::cout, std::cerr);
   if (!parsed.options.has_value()) return parsed.exit_code;
 
   const bool json = parsed.options->json;

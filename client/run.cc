@@ -11,6 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "google/rpc/status.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "rbln/artifact/v1/reply_metadata.h"
 
@@ -44,12 +45,29 @@ bool Replied(const grpc::ClientContext& context) {
   return it != trailers.end() && it->second == v1::kReplyMetadataValue;
 }
 
+// The ErrorDetail in the status's google.rpc.Status details (the
+// grpc-status-details-bin trailer), if the daemon sent one.
+std::optional<v1::ErrorDetail> ReadErrorDetail(const grpc::Status& status) {
+  google::rpc::Status details;
+  if (status.error_details().empty() ||
+      !details.ParseFromString(status.error_details())) {
+    return std::nullopt;
+  }
+  for (const google::protobuf::Any& any : details.details()) {
+    v1::ErrorDetail detail;
+    if (any.Is<v1::ErrorDetail>() && any.UnpackTo(&detail)) return detail;
+  }
+  return std::nullopt;
+}
+
 // Reports a failed call (CallFailure); returns the exit code.
 int ReportCallFailure(const CliOptions& options,
                       const grpc::ClientContext& context,
                       const grpc::Status& status, std::ostream& out,
                       std::ostream& err) {
-  return ReportFailure(CallFailure(options, ToAbsl(status), Replied(context)),
+  const std::optional<v1::ErrorDetail> detail = ReadErrorDetail(status);
+  return ReportFailure(CallFailure(options, ToAbsl(status), Replied(context),
+                                   detail.has_value() ? &*detail : nullptr),
                        options.json, out, err);
 }
 

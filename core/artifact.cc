@@ -11,10 +11,18 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/error_facts.h"
 #include "core/status_macros.h"
 
 namespace rbln {
 namespace {
+
+// NOT_FOUND `status`, with the facts that say so to programs (the store
+// names the artifact).
+absl::Status NotAnArtifact(absl::Status status) {
+  return WithErrorFacts(std::move(status),
+                        {.reason = ErrorReason::kArtifactNotFound});
+}
 
 // A KV tensor as (resizable, sorted (node, chiplet, bytes)): two containers
 // agree on a tensor when these are equal.
@@ -60,23 +68,24 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
 
   absl::StatusOr<FileStat> dir_stat = env->Stat(dir);
   if (absl::IsNotFound(dir_stat.status())) {
-    return absl::NotFoundError(absl::StrCat("no artifact directory at ", dir));
+    return NotAnArtifact(
+        absl::NotFoundError(absl::StrCat("no artifact directory at ", dir)));
   }
   RBLN_RETURN_IF_ERROR(dir_stat.status());
   if (dir_stat->type == FileType::kSymlink) {
     return ErrnoToStatus("open", dir, ELOOP);
   }
   if (dir_stat->type != FileType::kDirectory) {
-    return absl::NotFoundError(
-        absl::StrCat("no artifact directory at ", dir, " (not a directory)"));
+    return NotAnArtifact(absl::NotFoundError(
+        absl::StrCat("no artifact directory at ", dir, " (not a directory)")));
   }
   artifact.dir_stat_ = *dir_stat;
   const std::string config_path = JoinPath(dir, kRblnConfigFileName);
   absl::StatusOr<std::string> text =
       env->ReadFileToString(config_path, kMaxConfigBytes);
   if (absl::IsNotFound(text.status())) {
-    return absl::NotFoundError(absl::StrCat(
-        dir, " is not a compiled artifact: it has no ", kRblnConfigFileName));
+    return NotAnArtifact(absl::NotFoundError(absl::StrCat(
+        dir, " is not a compiled artifact: it has no ", kRblnConfigFileName)));
   }
   RBLN_RETURN_IF_ERROR(text.status());
   artifact.config_text_ = *std::move(text);

@@ -8,11 +8,20 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/error_facts.h"
 #include "core/status_macros.h"
 #include "core/text.h"
 
 namespace rbln {
 namespace {
+
+// PERMISSION_DENIED `message`, with the facts that say so to programs: the
+// name as requested (cut and escaped, as messages show it).
+absl::Status OutsideStore(absl::string_view name, absl::string_view message) {
+  return WithErrorFacts(
+      absl::PermissionDeniedError(message),
+      {.reason = ErrorReason::kOutsideStore, .artifact = Echo(name)});
+}
 
 // The non-empty, non-"." components of `path`.
 std::vector<absl::string_view> Components(absl::string_view path) {
@@ -67,9 +76,10 @@ absl::StatusOr<std::string> JoinChecked(
     absl::string_view name, const std::vector<absl::string_view>& parts) {
   for (absl::string_view part : parts) {
     if (part == "..") {
-      return absl::PermissionDeniedError(
-          absl::StrCat("artifact name ", Echo(name),
-                       " contains '..'; name a directory inside the store"));
+      return OutsideStore(
+          name, absl::StrCat("artifact name ", Echo(name),
+                             " contains '..'; name a directory inside the "
+                             "store"));
     }
     if (absl::StartsWith(part, ".")) {
       return absl::PermissionDeniedError(absl::StrCat(
@@ -132,11 +142,13 @@ absl::StatusOr<RootedName> ResolveArtifactName(
       }
     }
     if (!found) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          Echo(name), " is outside ", DescribeRoots(roots),
-          "; to use artifacts where they are, serve their directory with "
-          "rbln-artifactd --read-only-root [NAME=]DIR (then read them, and "
-          "write resized copies into the store with --output-dir)"));
+      return OutsideStore(
+          name,
+          absl::StrCat(
+              Echo(name), " is outside ", DescribeRoots(roots),
+              "; to use artifacts where they are, serve their directory with "
+              "rbln-artifactd --read-only-root [NAME=]DIR (then read them, and "
+              "write resized copies into the store with --output-dir)"));
     }
   } else if (const size_t colon = name.find(':');
              colon != absl::string_view::npos && name.find('/') > colon) {

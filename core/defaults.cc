@@ -16,7 +16,7 @@ const char* NonEmptyEnv(const char* name) {
 }  // namespace
 
 std::string DefaultServerAddress() {
-  if (const char* socket = NonEmptyEnv("RBLN_ARTIFACTD_SOCKET")) {
+  if (const char* socket = NonEmptyEnv(kSocketEnv)) {
     return absl::StrCat("unix:", socket);
   }
   if (geteuid() == 0) return "unix:/run/rbln-artifactd.sock";
@@ -26,8 +26,13 @@ std::string DefaultServerAddress() {
   return absl::StrCat("unix:/tmp/rbln-artifactd-", geteuid(), ".sock");
 }
 
+std::string DefaultClientAddress() {
+  if (const char* address = NonEmptyEnv(kAddressEnv)) return address;
+  return DefaultServerAddress();
+}
+
 std::string DefaultStoreDir() {
-  if (const char* store = NonEmptyEnv("RBLN_ARTIFACTD_STORE")) return store;
+  if (const char* store = NonEmptyEnv(kStoreEnv)) return store;
   if (geteuid() == 0) return "/var/lib/rbln-artifactd";
   if (const char* home = NonEmptyEnv("HOME")) {
     return absl::StrCat(home, "/.local/share/rbln-artifactd");

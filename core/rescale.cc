@@ -7,6 +7,7 @@
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/error_facts.h"
 #include "core/status_macros.h"
 
 namespace rbln {
@@ -106,24 +107,39 @@ absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
                                       const DeviceSpec& device) {
   const RblnConfig& config = artifact.config();
   const uint64_t min_blocks = config.NumMinBlocks();
+  // The counts a program needs to choose again (error_facts.h).
+  const auto facts = [&](ErrorReason reason, bool with_min) {
+    ErrorFacts f;
+    f.reason = reason;
+    f.current_num_blocks = artifact.current_num_blocks();
+    if (with_min) f.num_min_blocks = min_blocks;
+    f.num_full_blocks = config.NumFullBlocks();
+    return f;
+  };
   if (target < min_blocks) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kvcache_num_blocks ", target, " is below the minimum ", min_blocks,
-        " for this artifact (",
-        config.attn_impl == "flash_attn"
-            ? absl::StrCat("flash_attn: min(max_seq_len / block_size + 1, "
-                           "full blocks) = min(",
-                           config.max_seq_len / config.kvcache_block_size + 1,
-                           ", ", config.NumFullBlocks(), ")")
-            : absl::StrCat("eager: one block per batch entry, batch_size ",
-                           config.batch_size),
-        "); choose at least ", min_blocks));
+    return WithErrorFacts(
+        absl::InvalidArgumentError(absl::StrCat(
+            "kvcache_num_blocks ", target, " is below the minimum ", min_blocks,
+            " for this artifact (",
+            config.attn_impl == "flash_attn"
+                ? absl::StrCat(
+                      "flash_attn: min(max_seq_len / block_size + 1, "
+                      "full blocks) = min(",
+                      config.max_seq_len / config.kvcache_block_size + 1, ", ",
+                      config.NumFullBlocks(), ")")
+                : absl::StrCat("eager: one block per batch entry, batch_size ",
+                               config.batch_size),
+            "); choose at least ", min_blocks)),
+        facts(ErrorReason::kBelowMinBlocks, /*with_min=*/true));
   }
 
   if (target > kMaxNumBlocks) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kvcache_num_blocks ", target, " is too many: above the hard limit of ",
-        kMaxNumBlocks, " (2^31 - 1) blocks; choose a smaller count"));
+    return WithErrorFacts(
+        absl::InvalidArgumentError(absl::StrCat(
+            "kvcache_num_blocks ", target,
+            " is too many: above the hard limit of ", kMaxNumBlocks,
+            " (2^31 - 1) blocks; choose a smaller count")),
+        facts(ErrorReason::kTooManyBlocks, /*with_min=*/false));
   }
   // Every byte count that follows must fit: a bucket's total (its other
   // allocations and the KV cache) is reported as a signed 64-bit headroom.
@@ -131,10 +147,13 @@ absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
   for (const MemoryBucket& bucket : model.buckets) {
     if (SaturatingAdd(bucket.other_bytes, bucket.KvBytes(target)) >
         static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "kvcache_num_blocks ", target, " is too many: the memory of node ",
-          bucket.node, " chiplet ", bucket.chiplet,
-          " would exceed 2^63 bytes; choose a smaller count"));
+      return WithErrorFacts(
+          absl::InvalidArgumentError(
+              absl::StrCat("kvcache_num_blocks ", target,
+                           " is too many: the memory of node ", bucket.node,
+                           " chiplet ", bucket.chiplet,
+                           " would exceed 2^63 bytes; choose a smaller count")),
+          facts(ErrorReason::kTooManyBlocks, /*with_min=*/false));
     }
   }
 
@@ -204,10 +223,15 @@ absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
                            HumanBytes(b.other_bytes), " other allocations, ",
                            HumanBytes(b.kv_bytes_per_block), " per KV block)");
     }
-    return absl::FailedPreconditionError(
-        absl::StrCat("memory budget ", budget.ToString(), " fits only ",
-                     result.fit.num_blocks, " KV-cache block(s)", limit,
-                     ", below the minimum ", min_blocks, "; raise the budget"));
+    return WithErrorFacts(
+        absl::FailedPreconditionError(absl::StrCat(
+            "memory budget ", budget.ToString(), " fits only ",
+            result.fit.num_blocks, " KV-cache block(s)", limit,
+            ", below the minimum ", min_blocks, "; raise the budget")),
+        {.reason = ErrorReason::kBudgetBelowMin,
+         .current_num_blocks = artifact.current_num_blocks(),
+         .num_min_blocks = min_blocks,
+         .num_full_blocks = artifact.config().NumFullBlocks()});
   }
   RBLN_ASSIGN_OR_RETURN(result.plan,
                         PlanResize(artifact, result.fit.num_blocks, device));

@@ -1,10 +1,12 @@
 #include "core/rescale.h"
 
+#include <optional>
 #include <random>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "core/env.h"
+#include "core/error_facts.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -123,6 +125,16 @@ TEST_F(RescaleTest, BelowMinimumIsInvalidArgument) {
   absl::StatusOr<ResizePlan> plan = PlanResize(a, 8, device_);
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(plan.status().message(), HasSubstr("minimum 9"));
+  // The same facts for programs (error_facts.h); the store names the
+  // artifact.
+  std::optional<ErrorFacts> facts = GetErrorFacts(plan.status());
+  ASSERT_TRUE(facts.has_value());
+  EXPECT_EQ(facts->reason, ErrorReason::kBelowMinBlocks);
+  EXPECT_EQ(facts->num_min_blocks, std::optional<uint64_t>(9));
+  EXPECT_EQ(facts->num_full_blocks, std::optional<uint64_t>(16));
+  EXPECT_EQ(facts->current_num_blocks,
+            std::optional<uint64_t>(a.current_num_blocks()));
+  EXPECT_EQ(facts->artifact, "");
   EXPECT_TRUE(PlanResize(a, 9, device_).ok());
 
   SynthSpec eager;

@@ -21,7 +21,9 @@ bool AllDigits(absl::string_view text) {
 
 absl::Status Malformed(absl::string_view text, absl::string_view hint) {
   return absl::InvalidArgumentError(absl::StrCat(
-      "expected unix:PATH or HOST:PORT, got '", Echo(text), "' (", hint, ")"));
+      "expected unix:PATH, HOST:PORT or an absolute path (a Unix socket), "
+      "got '",
+      Echo(text), "' (", hint, ")"));
 }
 
 }  // namespace
@@ -47,9 +49,16 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
     return Malformed(text, absl::StrCat("did you mean 0.0.0.0:", text,
                                         " or localhost:", text, "?"));
   }
-  if (absl::StartsWith(text, "/") || absl::StartsWith(text, ".") ||
-      absl::EndsWith(text, ".sock")) {
-    return Malformed(text, absl::StrCat("did you mean unix:", text, "?"));
+  if (absl::StartsWith(text, "/")) {
+    address.kind = ServerAddress::Kind::kUnix;
+    address.path = std::string(text);
+    return address;
+  }
+  if (absl::StartsWith(text, ".") || absl::EndsWith(text, ".sock")) {
+    return Malformed(text,
+                     absl::StrCat("a Unix socket's path is absolute; did you "
+                                  "mean unix:",
+                                  text, "?"));
   }
   const size_t colon = text.rfind(':');
   if (colon == absl::string_view::npos) {
@@ -78,6 +87,20 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
   address.host = std::string(host);
   address.port = static_cast<uint16_t>(number);
   return address;
+}
+
+std::string GrpcTarget(const ServerAddress& address) {
+  switch (address.kind) {
+    case ServerAddress::Kind::kUnix:
+      return absl::StrCat("unix:", address.path);
+    case ServerAddress::Kind::kUnixAbstract:
+      return absl::StrCat("unix-abstract:", address.path);
+    case ServerAddress::Kind::kTcp:
+      break;
+  }
+  return address.host.find(':') != std::string::npos
+             ? absl::StrCat("[", address.host, "]:", address.port)
+             : absl::StrCat(address.host, ":", address.port);
 }
 
 }  // namespace rbln

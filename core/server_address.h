@@ -1,5 +1,6 @@
 // The addresses rbln-artifactd listens on (--listen) and rbln-artifact
-// connects to (--server), README.md: "unix:PATH" or "HOST:PORT". They are
+// connects to (--server, $RBLN_ARTIFACTD_ADDRESS), README.md: "unix:PATH",
+// "HOST:PORT", or a bare absolute path (a Unix socket). They are
 // checked here, before gRPC sees them, so that a mistake ("50051") gets a
 // message saying what is accepted and what was likely meant, instead of a
 // gRPC log line.
@@ -18,7 +19,7 @@ namespace rbln {
 
 struct ServerAddress {
   enum class Kind {
-    kUnix,          // unix:PATH
+    kUnix,          // unix:PATH, or /PATH
     kUnixAbstract,  // unix-abstract:NAME (Linux's abstract namespace)
     kTcp,           // HOST:PORT, [IPv6]:PORT
   };
@@ -28,10 +29,14 @@ struct ServerAddress {
   uint16_t port = 0;  // kTcp, 1..65535
 };
 
-// Parses `text`. INVALID_ARGUMENT reads "expected unix:PATH or HOST:PORT, got
-// '50051' (did you mean 0.0.0.0:50051 or localhost:50051?)", for the caller
-// to prefix with its flag.
+// Parses `text`. INVALID_ARGUMENT reads "expected unix:PATH, HOST:PORT or an
+// absolute path (a Unix socket), got '50051' (did you mean 0.0.0.0:50051 or
+// localhost:50051?)", for the caller to prefix with its flag.
 absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text);
+
+// `address` as gRPC takes it: "unix:PATH" (also for a bare path),
+// "unix-abstract:NAME", "HOST:PORT" or "[IPv6]:PORT".
+std::string GrpcTarget(const ServerAddress& address);
 
 }  // namespace rbln
 

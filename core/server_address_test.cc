@@ -40,12 +40,30 @@ TEST(ParseServerAddressTest, AcceptsTheDocumentedForms) {
   EXPECT_EQ(a->port, 65535);
 }
 
+TEST(ParseServerAddressTest, BareAbsolutePathIsAUnixSocket) {
+  absl::StatusOr<ServerAddress> a = ParseServerAddress("/run/d.sock");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->kind, Kind::kUnix);
+  EXPECT_EQ(a->path, "/run/d.sock");
+  EXPECT_EQ(GrpcTarget(*a), "unix:/run/d.sock");
+}
+
+TEST(GrpcTargetTest, RoundTripsEveryForm) {
+  for (const std::string text :
+       {"unix:/run/d.sock", "unix-abstract:rbln", "0.0.0.0:50051", "npu-host:1",
+        "[::1]:65535"}) {
+    absl::StatusOr<ServerAddress> a = ParseServerAddress(text);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(GrpcTarget(*a), text);
+  }
+}
+
 TEST(ParseServerAddressTest, RefusesWithWhatWasLikelyMeant) {
   const std::pair<std::string, std::string> cases[] = {
       {"50051", "did you mean 0.0.0.0:50051 or localhost:50051?"},
       {"localhost", "a host needs a port, e.g. localhost:50051"},
-      {"/run/d.sock", "did you mean unix:/run/d.sock?"},
       {"d.sock", "did you mean unix:d.sock?"},
+      {"./d.sock", "a Unix socket's path is absolute"},
       {"unix:", "a Unix socket needs a path"},
       {"", "it is empty"},
       {":50051", "did you mean 0.0.0.0:50051 or localhost:50051?"},
@@ -62,7 +80,9 @@ TEST(ParseServerAddressTest, RefusesWithWhatWasLikelyMeant) {
     EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(
         a.status().message(),
-        HasSubstr("expected unix:PATH or HOST:PORT, got '" + text + "'"));
+        HasSubstr("expected unix:PATH, HOST:PORT or an absolute path (a "
+                  "Unix socket), got '" +
+                  text + "'"));
     EXPECT_THAT(a.status().message(), HasSubstr(hint));
   }
 }

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/artifact_name.h"
+#include "core/error_facts.h"
 #include "core/rescale.h"
 #include "core/status_macros.h"
 #include "core/text.h"
@@ -627,7 +628,9 @@ absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
   RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
   std::shared_ptr<LockEntry> entry = Entry(at.name);
   absl::ReaderMutexLock lock(&entry->rw);
-  return Artifact::Open(at.env, at.path, options);
+  absl::StatusOr<Artifact> artifact = Artifact::Open(at.env, at.path, options);
+  if (!artifact.ok()) return NameArtifactInFacts(artifact.status(), at.name);
+  return artifact;
 }
 
 absl::StatusOr<std::vector<std::string>> ArtifactStore::List() {
@@ -758,11 +761,14 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   if (!request.output_name.empty()) {
     RBLN_ASSIGN_OR_RETURN(const Located output, Locate(request.output_name));
     if (output.read_only) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "output directory ", Echo(output.name), " is in the read-only root ",
-          names_[output.root].name,
-          "; nothing is ever written there: choose a directory in the store ",
-          root_));
+      return WithErrorFacts(
+          absl::PermissionDeniedError(absl::StrCat(
+              "output directory ", Echo(output.name),
+              " is in the read-only root ", names_[output.root].name,
+              "; nothing is ever written there: choose a directory in the "
+              "store ",
+              root_)),
+          {.reason = ErrorReason::kReadOnlyRoot, .artifact = output.name});
     }
     output_name = output.name;
     if (!source.read_only &&
@@ -779,18 +785,21 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
     return absl::InvalidArgumentError(
         "replace applies only to an output directory");
   } else if (source.read_only && !request.dry_run) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        Echo(name), " is in the read-only root ", names_[source.root].name,
-        " (rbln-artifactd --read-only-root ", names_[source.root].name, "=",
-        names_[source.root].dir,
-        ") and cannot be changed in place; write a resized copy into the "
-        "store instead: rbln-artifact ",
-        request.target.has_value()
-            ? absl::StrCat("--set-kvcache-num-blocks ", *request.target)
-            : absl::StrCat("--set-memory-budget ", request.budget->ToString()),
-        " --model-id ", Echo(request.name), " --output-dir ",
-        JoinPath(root_, source.rel.empty() ? names_[source.root].name
-                                           : Basename(source.rel))));
+    return WithErrorFacts(
+        absl::PermissionDeniedError(absl::StrCat(
+            Echo(name), " is in the read-only root ", names_[source.root].name,
+            " (rbln-artifactd --read-only-root ", names_[source.root].name, "=",
+            names_[source.root].dir,
+            ") and cannot be changed in place; write a resized copy into the "
+            "store instead: rbln-artifact ",
+            request.target.has_value()
+                ? absl::StrCat("--set-kvcache-num-blocks ", *request.target)
+                : absl::StrCat("--set-memory-budget ",
+                               request.budget->ToString()),
+            " --model-id ", Echo(request.name), " --output-dir ",
+            JoinPath(root_, source.rel.empty() ? names_[source.root].name
+                                               : Basename(source.rel)))),
+        {.reason = ErrorReason::kReadOnlyRoot, .artifact = name});
   }
   for (const std::string& written : lock_names) {
     if (written == name && source.read_only) continue;
@@ -814,7 +823,8 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   if (!is_artifact) {
     // Artifact::Open says precisely what is missing (unless it has just
     // appeared, and then the write goes on).
-    RBLN_RETURN_IF_ERROR(Artifact::Open(source.env, source.path).status());
+    RBLN_RETURN_IF_ERROR(NameArtifactInFacts(
+        Artifact::Open(source.env, source.path).status(), source.name));
   }
   if (!output_name.empty()) {
     RBLN_RETURN_IF_ERROR(CheckOutput(output_name, request.replace).status());
@@ -863,22 +873,30 @@ absl::StatusOr<ResizePlan> ArtifactStore::Plan(const WriteRequest& request,
   result->previous_num_blocks = artifact.current_num_blocks();
   if (request.expected_current.has_value() &&
       *request.expected_current != artifact.current_num_blocks()) {
-    return absl::AbortedError(absl::StrCat(
-        "kvcache_num_blocks of ", name, " is ", artifact.current_num_blocks(),
-        ", not the expected ", *request.expected_current,
-        "; nothing was changed (read it again and retry)"));
+    return WithErrorFacts(
+        absl::AbortedError(
+            absl::StrCat("kvcache_num_blocks of ", name, " is ",
+                         artifact.current_num_blocks(), ", not the expected ",
+                         *request.expected_current,
+                         "; nothing was changed (read it again and retry)")),
+        {.reason = ErrorReason::kCasMismatch,
+         .artifact = name,
+         .current_num_blocks = artifact.current_num_blocks()});
   }
   RBLN_ASSIGN_OR_RETURN(DramChoice device, DeviceFor(artifact));
   result->dram_source = device.source;
   ResizePlan plan;
   if (request.budget.has_value()) {
-    RBLN_ASSIGN_OR_RETURN(FitPlan fit,
-                          PlanFit(artifact, *request.budget, device.spec));
-    result->fit = std::move(fit.fit);
-    plan = std::move(fit.plan);
+    absl::StatusOr<FitPlan> fit =
+        PlanFit(artifact, *request.budget, device.spec);
+    if (!fit.ok()) return NameArtifactInFacts(fit.status(), name);
+    result->fit = std::move(fit->fit);
+    plan = std::move(fit->plan);
   } else {
-    RBLN_ASSIGN_OR_RETURN(plan,
-                          PlanResize(artifact, *request.target, device.spec));
+    absl::StatusOr<ResizePlan> resize =
+        PlanResize(artifact, *request.target, device.spec);
+    if (!resize.ok()) return NameArtifactInFacts(resize.status(), name);
+    plan = *std::move(resize);
   }
   result->new_num_blocks = plan.target_num_blocks;
   result->warnings = device.warnings;
@@ -897,8 +915,9 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
   RBLN_RETURN_IF_ERROR(CheckCancelled(request));
   // Writers on this artifact are excluded by the lease, so this snapshot
   // stays current until the commit.
-  RBLN_ASSIGN_OR_RETURN(Artifact artifact,
-                        Artifact::Open(source.env, source.path));
+  absl::StatusOr<Artifact> opened = Artifact::Open(source.env, source.path);
+  if (!opened.ok()) return NameArtifactInFacts(opened.status(), name);
+  Artifact artifact = *std::move(opened);
   WriteResult result;
   RBLN_ASSIGN_OR_RETURN(ResizePlan plan,
                         Plan(request, name, output_name, artifact, &result));
@@ -1067,10 +1086,12 @@ absl::StatusOr<std::optional<FileStat>> ArtifactStore::CheckOutput(
     return ErrnoToStatus("open", dest, ELOOP);
   }
   if (!replace) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("output directory ", output_name,
-                     " already exists; choose a new directory, or replace it "
-                     "(rbln-artifact --replace; replace in the API)"));
+    return WithErrorFacts(
+        absl::AlreadyExistsError(absl::StrCat(
+            "output directory ", output_name,
+            " already exists; choose a new directory, or replace it "
+            "(rbln-artifact --replace; replace in the API)")),
+        {.reason = ErrorReason::kOutputExists, .artifact = output_name});
   }
   if (dest_st->type != FileType::kDirectory) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -1112,10 +1133,12 @@ absl::Status ArtifactStore::CommitToOutput(
   if (!status.ok()) {
     RemoveStaging(env_, staging);
     if (absl::IsAlreadyExists(status)) {
-      return absl::AlreadyExistsError(
-          absl::StrCat("output directory ", output_name,
-                       " was created by someone else meanwhile; nothing "
-                       "was written there"));
+      return WithErrorFacts(
+          absl::AlreadyExistsError(
+              absl::StrCat("output directory ", output_name,
+                           " was created by someone else meanwhile; nothing "
+                           "was written there")),
+          {.reason = ErrorReason::kOutputExists, .artifact = output_name});
     }
     return status;
   }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/device_spec.h"
 #include "core/env.h"
+#include "core/error_facts.h"
 #include "core/fit.h"
 #include "core/rbln_config.h"
 #include "core/testing/test_util.h"
@@ -889,10 +891,17 @@ TEST_F(StoreTest, CompareAndSetMismatchIsAbortedAndChangesNothing) {
   EXPECT_EQ(CurrentBlocks("a"), 10u);
 
   // The old expectation is now stale; the message names the new value.
-  EXPECT_THAT(store_->Write({.name = "a",
-                             .target = uint64_t{12},
-                             .expected_current = kInitialBlocks}),
-              StatusIs(absl::StatusCode::kAborted, "is 10"));
+  absl::StatusOr<WriteResult> stale =
+      store_->Write({.name = "a",
+                     .target = uint64_t{12},
+                     .expected_current = kInitialBlocks});
+  EXPECT_THAT(stale, StatusIs(absl::StatusCode::kAborted, "is 10"));
+  // And so do its facts, for programs.
+  std::optional<ErrorFacts> facts = GetErrorFacts(stale.status());
+  ASSERT_TRUE(facts.has_value());
+  EXPECT_EQ(facts->reason, ErrorReason::kCasMismatch);
+  EXPECT_EQ(facts->artifact, "a");
+  EXPECT_EQ(facts->current_num_blocks, std::optional<uint64_t>(10));
   EXPECT_EQ(CurrentBlocks("a"), 10u);
 }
 

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -10,9 +11,11 @@
 #include "absl/time/clock.h"
 #include "core/artifact_name.h"
 #include "core/budget.h"
+#include "core/error_facts.h"
 #include "core/fit.h"
 #include "core/status_macros.h"
 #include "core/text.h"
+#include "google/rpc/status.pb.h"
 #include "rbln/artifact/v1/reply_metadata.h"
 #include "spdlog/spdlog.h"
 
@@ -47,12 +50,42 @@ constexpr size_t kMaxOperationIdBytes = 128;
 // Finished writes whose outcome GetWriteProgress still reports.
 constexpr size_t kKeptOutcomes = 1024;
 
+// The ErrorDetail of core's facts (core/error_facts.h): the reasons have the
+// same names in both.
+v1::ErrorDetail ToErrorDetail(const ErrorFacts& facts) {
+  v1::ErrorDetail detail;
+  v1::ErrorDetail::Reason reason = v1::ErrorDetail::REASON_UNSPECIFIED;
+  v1::ErrorDetail::Reason_Parse(std::string(ErrorReasonName(facts.reason)),
+                                &reason);
+  detail.set_reason(reason);
+  detail.set_artifact(WireName(facts.artifact));
+  if (facts.current_num_blocks.has_value()) {
+    detail.set_current_num_blocks(*facts.current_num_blocks);
+  }
+  if (facts.num_min_blocks.has_value()) {
+    detail.set_num_min_blocks(*facts.num_min_blocks);
+  }
+  if (facts.num_full_blocks.has_value()) {
+    detail.set_num_full_blocks(*facts.num_full_blocks);
+  }
+  return detail;
+}
+
 grpc::Status ToGrpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // absl's canonical codes are gRPC's, number for number. The message is
   // cut so that it always fits in the status metadata.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      WireText(status.message()));
+  const auto code = static_cast<grpc::StatusCode>(status.code());
+  const std::string message = WireText(status.message());
+  std::optional<ErrorFacts> facts = GetErrorFacts(status);
+  if (!facts.has_value()) return grpc::Status(code, message);
+  // The richer error model: gRPC sends these bytes as the
+  // grpc-status-details-bin trailer.
+  google::rpc::Status details;
+  details.set_code(static_cast<int32_t>(status.code()));
+  details.set_message(message);
+  details.add_details()->PackFrom(ToErrorDetail(*facts));
+  return grpc::Status(code, message, details.SerializeAsString());
 }
 
 // Marks a reply as the handler's own (see reply_metadata.h): without the

@@ -1,6 +1,8 @@
 // ArtifactServiceImpl: the gRPC face of the core library. Handlers only
 // translate: request -> ArtifactStore / DramProvider call -> reply, and
-// absl::Status -> grpc::Status (the canonical codes are the same numbers).
+// absl::Status -> grpc::Status (the canonical codes are the same numbers;
+// the facts core attaches to a status, core/error_facts.h, become the
+// ErrorDetail in its google.rpc.Status details).
 // Every reply a handler produces carries the trailing metadata of
 // rbln/artifact/v1/reply_metadata.h, so that clients can tell it from a
 // transport failure.

@@ -36,6 +36,7 @@
 #include "core/flag_errors.h"
 #include "core/probe_provider.h"
 #include "core/server_address.h"
+#include "core/socket_access.h"
 #include "core/store.h"
 #include "core/subprocess.h"
 #include "server/artifact_service.h"
@@ -61,7 +62,7 @@ constexpr char kExitCodesHelp[] =
     "(EX_UNAVAILABLE)\n"
     "  78  configuration error: a --config file that cannot be read or has a\n"
     "      bad value, a store that cannot be opened, a socket directory that\n"
-    "      is missing (EX_CONFIG)";
+    "      is missing, an unknown --socket-group (EX_CONFIG)";
 
 // True when something accepts connections on the Unix socket at `path`
 // (another daemon): binding would silently take its address away.
@@ -89,6 +90,20 @@ void RemoveUnixSockets(const std::vector<std::string>& listen) {
   for (const std::string& address : listen) {
     if (absl::StartsWith(address, "unix:")) unlink(address.substr(5).c_str());
   }
+}
+
+// Gives the Unix socket files of `addresses` to `gid`; the first failure,
+// else nullopt.
+std::optional<std::string> ChownUnixSockets(
+    const std::vector<rbln::ServerAddress>& addresses, gid_t gid) {
+  for (const rbln::ServerAddress& address : addresses) {
+    if (address.kind != rbln::ServerAddress::Kind::kUnix) continue;
+    if (chown(address.path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+      return absl::StrCat("cannot give ", address.path, " to group ", gid, ": ",
+                          strerror(errno));
+    }
+  }
+  return std::nullopt;
 }
 
 int Fail(int code, const std::string& message) {
@@ -249,11 +264,14 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   int max_writes = 4;
   double shutdown_grace_s = 60;
+  std::string socket_mode_text = "0660";
+  std::string socket_group;
   app.add_option("--store", store_dir,
                  "Artifact store directory (created if missing)")
       ->capture_default_str();
   app.add_option("--listen", listen,
-                 "Address to serve: unix:PATH or HOST:PORT; repeatable "
+                 "Address to serve: unix:PATH, HOST:PORT or an absolute "
+                 "path (a Unix socket); repeatable "
                  "(default " +
                      rbln::DefaultServerAddress() + ")");
   app.set_config("--config", "",
@@ -290,6 +308,15 @@ int main(int argc, char** argv) {
                  "inside a client's deadline")
       ->check(CLI::Range(0.01, 30.0))
       ->capture_default_str();
+  app.add_option("--socket-mode", socket_mode_text,
+                 "Mode of the Unix sockets, octal")
+      ->type_name("MODE")
+      ->capture_default_str();
+  app.add_option("--socket-group", socket_group,
+                 "Group of the Unix sockets (a name or number), set once the "
+                 "daemon listens: with the default mode 0660 its members, "
+                 "such as a serving process that is not root, may connect")
+      ->type_name("GROUP");
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error or off")
       ->capture_default_str();
@@ -316,9 +343,9 @@ int main(int argc, char** argv) {
       "warning. rbln-artifact --device-info shows what the daemon uses.\n"
       "Environment: RBLN_ARTIFACTD_STORE changes the default --store; "
       "RBLN_ARTIFACTD_SOCKET (a path) the default --listen, as it does "
-      "rbln-artifact's default --server. Without it the socket is "
-      "/run/rbln-artifactd.sock for root, else "
-      "$XDG_RUNTIME_DIR/rbln-artifactd.sock, else "
+      "rbln-artifact's default --server (where RBLN_ARTIFACTD_ADDRESS wins "
+      "over it). Without it the socket is /run/rbln-artifactd.sock for root, "
+      "else $XDG_RUNTIME_DIR/rbln-artifactd.sock, else "
       "/tmp/rbln-artifactd-UID.sock.\nExample:\n  rbln-artifactd --store "
       "/srv/artifacts --listen unix:/run/rbln-artifactd.sock --listen "
       "0.0.0.0:50051\n" +
@@ -348,11 +375,26 @@ int main(int argc, char** argv) {
           : kExitConfig;
   if (listen.empty()) listen.push_back(rbln::DefaultServerAddress());
   std::vector<rbln::ServerAddress> addresses;
-  for (const std::string& text : listen) {
+  for (std::string& text : listen) {
     absl::StatusOr<rbln::ServerAddress> address =
         rbln::ParseServerAddress(text);
     if (!address.ok()) return bad_value("--listen", address.status().message());
+    text = rbln::GrpcTarget(*address);  // a bare path as unix:PATH
     addresses.push_back(*std::move(address));
+  }
+
+  absl::StatusOr<mode_t> socket_mode = rbln::ParseSocketMode(socket_mode_text);
+  if (!socket_mode.ok()) {
+    return bad_value("--socket-mode", socket_mode.status().message());
+  }
+  std::optional<gid_t> socket_gid;
+  if (!socket_group.empty()) {
+    absl::StatusOr<gid_t> gid = rbln::ResolveGroup(socket_group);
+    if (!gid.ok()) {
+      return Fail(kExitConfig,
+                  absl::StrCat("--socket-group: ", gid.status().message()));
+    }
+    socket_gid = *gid;
   }
 
   spdlog::level::level_enum level = spdlog::level::from_str(log_level);
@@ -424,8 +466,9 @@ int main(int argc, char** argv) {
   grpc::ResourceQuota quota("rbln-artifactd");
   quota.SetMaxThreads(64);
   builder.SetResourceQuota(quota);
-  // The Unix socket is created owner/group-only.
-  const mode_t old_umask = umask(0117);
+  // The Unix socket is created with --socket-mode (owner/group-only by
+  // default).
+  const mode_t old_umask = umask(~*socket_mode & 0777);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   umask(old_umask);
   if (server == nullptr) {
@@ -441,6 +484,20 @@ int main(int argc, char** argv) {
                 absl::StrCat("cannot listen on ", absl::StrJoin(listen, ", "),
                              " (gRPC refused; its log line above says why)"));
   }
+  if (socket_gid.has_value()) {
+    const std::optional<std::string> failed =
+        ChownUnixSockets(addresses, *socket_gid);
+    if (failed.has_value()) {
+      server->Shutdown();
+      RemoveUnixSockets(listen);
+      return Fail(kExitConfig,
+                  absl::StrCat("--socket-group ", socket_group, ": ", *failed));
+    }
+  }
+  // Health by service name too ("" is SERVING from the start), for probes
+  // that name the service.
+  server->GetHealthCheckService()->SetServingStatus(
+      rbln::v1::ArtifactService::service_full_name(), true);
   spdlog::info("rbln-artifactd serving store {} on {} (pid {}); DRAM: {}",
                (*store)->root(), absl::StrJoin(listen, ", "), getpid(),
                chosen->second);
@@ -461,6 +518,8 @@ int main(int argc, char** argv) {
     int signal_number = 0;
     sigwait(&signals, &signal_number);
     const absl::Time start = absl::Now();
+    // Every service, "" included, says NOT_SERVING from now on.
+    server->GetHealthCheckService()->SetServingStatus(false);
     const absl::Duration grace = absl::Seconds(shutdown_grace_s);
     spdlog::info(
         "signal {}: no new requests; letting running writes finish "

@@ -7,7 +7,10 @@ class synthesizes a temporary store and starts its own daemons on it; every
 daemon is stopped with SIGTERM, which must end it with exit status 0.
 
 Health checking and reflection are called without their Python packages
-(Debian ships neither): as raw methods with hand-encoded messages.
+(Debian ships neither): as raw methods with hand-encoded messages. The
+structured error details are read without grpcio-status (Debian ships none
+either): from the grpc-status-details-bin trailer, with the google.rpc.Status
+stub the build generates from proto/google/rpc/status.proto.
 """
 
 import ctypes
@@ -24,6 +27,7 @@ import unittest
 
 import grpc
 
+from google.rpc import status_pb2
 from rbln.artifact.v1 import artifact_service_pb2 as pb
 from rbln.artifact.v1 import artifact_service_pb2_grpc as pb_grpc
 
@@ -51,6 +55,24 @@ def synthesize(preset, out_dir, payload="64KiB"):
         [os.path.join(BIN_DIR, "rbln-artifact-synth"), "--preset", preset,
          "--payload-bytes", payload, "--out", out_dir],
         check=True, capture_output=True, timeout=120)
+
+
+def error_detail(error):
+    """The rbln.artifact.v1.ErrorDetail of a failed call, read from its
+    grpc-status-details-bin trailer (what grpc_status.rpc_status.from_call
+    does), or None when the status has no details."""
+    for key, value in error.trailing_metadata() or ():
+        if key != "grpc-status-details-bin":
+            continue
+        status = status_pb2.Status.FromString(value)
+        if status.code != error.code().value[0]:
+            raise AssertionError("details code %d, status %s" %
+                                 (status.code, error.code()))
+        for any_detail in status.details:
+            detail = pb.ErrorDetail()
+            if any_detail.Unpack(detail):
+                return detail
+    return None
 
 
 class Daemon:
@@ -229,9 +251,36 @@ class PythonClientTest(unittest.TestCase):
                 timeout=RPC_TIMEOUT_S)
         self.assertEqual(raised.exception.code(), grpc.StatusCode.ABORTED)
         self.assertIn(str(target), raised.exception.details())
+        detail = error_detail(raised.exception)
+        self.assertIsNotNone(detail, "no grpc-status-details-bin")
+        self.assertEqual(detail.reason, pb.ErrorDetail.CAS_MISMATCH)
+        self.assertEqual(pb.ErrorDetail.Reason.Name(detail.reason),
+                         "CAS_MISMATCH")
+        self.assertEqual(detail.artifact, "tiny")
+        self.assertTrue(detail.HasField("current_num_blocks"))
+        self.assertEqual(detail.current_num_blocks, target)
         self.assertEqual(self.get("tiny").kvcache_num_blocks, target)
         self.assertEqual(self.config_count("tiny"), target)
         print("SetKvcacheNumBlocks with expected_current: ok, then ABORTED")
+
+    def test_below_minimum_carries_the_bounds(self):
+        current = self.get("tiny")
+        self.assertGreater(current.num_min_blocks, 0)
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.stub.SetKvcacheNumBlocks(
+                pb.SetKvcacheNumBlocksRequest(
+                    artifact="tiny", num_blocks=current.num_min_blocks - 1),
+                timeout=RPC_TIMEOUT_S)
+        self.assertEqual(raised.exception.code(),
+                         grpc.StatusCode.INVALID_ARGUMENT)
+        detail = error_detail(raised.exception)
+        self.assertIsNotNone(detail, "no grpc-status-details-bin")
+        self.assertEqual(detail.reason, pb.ErrorDetail.BELOW_MIN_BLOCKS)
+        self.assertEqual(detail.artifact, "tiny")
+        self.assertEqual(detail.num_min_blocks, current.num_min_blocks)
+        self.assertEqual(detail.num_full_blocks, current.num_full_blocks)
+        self.assertEqual(detail.current_num_blocks,
+                         current.kvcache_num_blocks)
 
     def test_unknown_artifact_is_not_found(self):
         with self.assertRaises(grpc.RpcError) as raised:
@@ -267,8 +316,41 @@ class PythonClientTest(unittest.TestCase):
         check = self.channel.unary_unary(
             "/grpc.health.v1.Health/Check",
             request_serializer=_identity, response_deserializer=_identity)
-        # HealthCheckResponse{status: SERVING}.
+        # HealthCheckResponse{status: SERVING}, for the server ("") and by
+        # the service's name: HealthCheckRequest{service: NAME}.
         self.assertEqual(check(b"", timeout=RPC_TIMEOUT_S), b"\x08\x01")
+        name = b"rbln.artifact.v1.ArtifactService"
+        self.assertEqual(
+            check(b"\x0a" + bytes([len(name)]) + name,
+                  timeout=RPC_TIMEOUT_S), b"\x08\x01")
+        # A service the daemon does not serve is unknown to it.
+        other = b"no.such.Service"
+        with self.assertRaises(grpc.RpcError) as raised:
+            check(b"\x0a" + bytes([len(other)]) + other,
+                  timeout=RPC_TIMEOUT_S)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.NOT_FOUND)
+
+    def test_health_not_serving_once_shutdown_starts(self):
+        """A watcher of the service's health sees NOT_SERVING at SIGTERM
+        (its own daemon: the class's keeps serving)."""
+        store = os.path.join(self.root, "health-store")
+        os.makedirs(store, exist_ok=True)
+        daemon = Daemon(store, os.path.join(self.root, "health.sock"))
+        try:
+            with grpc.insecure_channel(daemon.address) as channel:
+                watch = channel.unary_stream(
+                    "/grpc.health.v1.Health/Watch",
+                    request_serializer=_identity,
+                    response_deserializer=_identity)
+                name = b"rbln.artifact.v1.ArtifactService"
+                updates = watch(b"\x0a" + bytes([len(name)]) + name,
+                                timeout=RPC_TIMEOUT_S)
+                self.assertEqual(next(updates), b"\x08\x01")  # SERVING
+                daemon.process.send_signal(signal.SIGTERM)
+                self.assertEqual(next(updates), b"\x08\x02")  # NOT_SERVING
+                updates.cancel()
+        finally:
+            daemon.stop()
 
     def test_reflection_lists_the_service(self):
         info = self.channel.stream_stream(

@@ -102,9 +102,10 @@ TEST_F(StartupTest, BarePortIsRefusedBeforeGrpcSeesIt) {
   Outcome o = RunDaemon("--listen 50051");
   EXPECT_EQ(o.code, kExUsage) << o;
   EXPECT_THAT(o.err,
-              HasSubstr("rbln-artifactd: --listen: expected unix:PATH or "
-                        "HOST:PORT, got '50051' (did you mean 0.0.0.0:50051 "
-                        "or localhost:50051?)"));
+              HasSubstr("rbln-artifactd: --listen: expected unix:PATH, "
+                        "HOST:PORT or an absolute path (a Unix socket), got "
+                        "'50051' (did you mean 0.0.0.0:50051 or "
+                        "localhost:50051?)"));
   // No gRPC log line, no guess about directories.
   EXPECT_THAT(o.err, AllOf(Not(HasSubstr("directory")), Not(HasSubstr(".cc:"))))
       << o;
