@@ -20,10 +20,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/daemon_fixture.h"
+#include "tests/test_certificates.h"
 
 namespace rbln {
 namespace {
 
+using ::rbln::e2e::Certificates;
 using ::rbln::e2e::CountOnDisk;
 using ::rbln::e2e::Daemon;
 using ::rbln::e2e::kCommandTimeout;
@@ -52,49 +54,6 @@ void Sh(const std::string& command) {
   ASSERT_EQ(rbln::testing::RunCommand(command, &output), 0) << command << "\n"
                                                             << output;
 }
-
-// The certificates, made once for the suite in a directory of their own.
-class Certificates {
- public:
-  Certificates() {
-    const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1";
-    for (const char* ca : {"ca", "foreign-ca"}) {
-      Sh(absl::StrCat("cd ", ShellQuote(dir_.path()), " && openssl req -x509 ",
-                      ec, " -nodes -days 2 -subj /CN=", ca, " -keyout ", ca,
-                      ".key -out ", ca, ".pem 2>&1"));
-    }
-    WriteFileOrDie(dir_.Join("server.ext"),
-                   "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                   "extendedKeyUsage=serverAuth\n");
-    WriteFileOrDie(dir_.Join("client.ext"), "extendedKeyUsage=clientAuth\n");
-    Issue("server", "ca", "localhost", "server.ext");
-    Issue("operator", "ca", "operator", "client.ext");
-    Issue("reader", "ca", "reader", "client.ext");
-    Issue("stranger", "foreign-ca", "operator", "client.ext");
-  }
-
-  std::string Pem(absl::string_view name) const {
-    return dir_.Join(absl::StrCat(name, ".pem"));
-  }
-  std::string Key(absl::string_view name) const {
-    return dir_.Join(absl::StrCat(name, ".key"));
-  }
-
- private:
-  void Issue(const std::string& name, const std::string& ca,
-             const std::string& cn, const std::string& ext) {
-    Sh(absl::StrCat(
-        "cd ", ShellQuote(dir_.path()),
-        " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
-        "-nodes -subj /CN=",
-        cn, " -keyout ", name, ".key -out ", name,
-        ".csr 2>&1 && openssl x509 -req -days 2 -in ", name, ".csr -CA ", ca,
-        ".pem -CAkey ", ca, ".key -CAcreateserial -extfile ", ext, " -out ",
-        name, ".pem 2>&1"));
-  }
-
-  TempDir dir_;
-};
 
 class AuthTest : public ::testing::Test {
  protected:
