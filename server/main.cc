@@ -389,7 +389,11 @@ int main(int argc, char** argv) {
       "Environment: RBLN_ARTIFACTD_STORE and RBLN_ARTIFACTD_SOCKET change the "
       "defaults (also for rbln-artifact).\nExample:\n  rbln-artifactd --store "
       "/srv/artifacts --listen unix:/run/rbln-artifactd.sock --listen "
-      "0.0.0.0:50051\n" +
+      "0.0.0.0:50051 --tls-cert tls.crt --tls-key tls.key --tls-client-ca "
+      "ca.crt --operators cn:fleet-job\n"
+      "Callers: on the Unix socket uid 0 and the daemon's uid write, others "
+      "read; over TCP callers are named by certificate (cn:NAME) or token "
+      "(token:NAME) and only --operators write; see docs/security.md.\n" +
       std::string(kExitCodesHelp));
   const std::vector<std::string> args(argv + 1, argv + argc);
   std::optional<int> exit_code = rbln::ParseFlags(
@@ -581,7 +585,10 @@ int main(int argc, char** argv) {
   if (server == nullptr) {
     // gRPC says only that it failed (in a log line): find out which address
     // and why by binding them again, as the checks above did (something may
-    // have taken a port since).
+    // have taken a port since). Our own Unix sockets go first, so that
+    // they do not look like another server's.
+    unix_listeners.clear();
+    RemoveUnixSockets(listen);
     for (size_t i = 0; i < listen.size(); ++i) {
       auto problem =
           CheckListenAddress(listen[i], addresses[i], listen_value_code);
