@@ -6,6 +6,8 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -358,6 +360,13 @@ int main(int argc, char** argv) {
                  "this CA (PEM); its Common Name names the caller (cn:NAME). "
                  "Needs --tls-cert")
       ->type_name("FILE");
+  unsigned int tls_reload_seconds = 60;
+  app.add_option("--tls-reload-seconds", tls_reload_seconds,
+                 "How often the TLS files are read again (rotation without a "
+                 "restart; connections stay up); a file that cannot be read "
+                 "keeps the last good one")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
   app.add_flag("--allow-insecure-tcp", allow_insecure_tcp,
                "Allow a TCP listener on a non-loopback address without TLS "
                "(a warning at start); refused otherwise");
@@ -457,24 +466,45 @@ int main(int argc, char** argv) {
   if (!operator_list.ok()) {
     return bad_value("--operators", operator_list.status().message());
   }
-  grpc::SslServerCredentialsOptions ssl_options(
-      GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  // SIGTERM/SIGINT (and SIGHUP) go to a dedicated thread (sigwait), so that
+  // shutdown is ordinary code rather than a signal handler. Blocked before
+  // gRPC is first used: its threads inherit the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // The files are read once here, so that a missing or empty one is a
+  // start-up error; gRPC's file watcher then reads them again every
+  // --tls-reload-seconds and keeps the last good set when a read fails.
+  std::shared_ptr<grpc::ServerCredentials> tcp_credentials =
+      grpc::InsecureServerCredentials();
   if (tls) {
-    absl::StatusOr<std::string> cert = ReadPemFile("--tls-cert", tls_cert);
-    absl::StatusOr<std::string> key = ReadPemFile("--tls-key", tls_key);
-    for (const absl::Status& status : {cert.status(), key.status()}) {
-      if (!status.ok()) return Fail(kExitConfig, std::string(status.message()));
+    for (const auto& [flag, path] :
+         {std::pair<std::string, std::string>{"--tls-cert", tls_cert},
+          {"--tls-key", tls_key},
+          {"--tls-client-ca", tls_client_ca}}) {
+      if (path.empty()) continue;
+      absl::StatusOr<std::string> pem = ReadPemFile(flag, path);
+      if (!pem.ok())
+        return Fail(kExitConfig, std::string(pem.status().message()));
     }
-    ssl_options.pem_key_cert_pairs.push_back({*key, *cert});
+    auto provider =
+        std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+            tls_key, tls_cert, tls_client_ca, tls_reload_seconds);
+    grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
+    tls_options.watch_identity_key_cert_pairs();
     if (!tls_client_ca.empty()) {
-      absl::StatusOr<std::string> ca =
-          ReadPemFile("--tls-client-ca", tls_client_ca);
-      if (!ca.ok())
-        return Fail(kExitConfig, std::string(ca.status().message()));
-      ssl_options.pem_root_certs = *ca;
-      ssl_options.client_certificate_request =
-          GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+      tls_options.watch_root_certs();
+      tls_options.set_cert_request_type(
+          GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    } else {
+      tls_options.set_cert_request_type(
+          GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
     }
+    tcp_credentials = grpc::experimental::TlsServerCredentials(tls_options);
   }
   absl::StatusOr<std::unique_ptr<rbln::Authenticator>> auth =
       rbln::Authenticator::Create(
@@ -534,15 +564,6 @@ int main(int argc, char** argv) {
     if (problem.has_value()) return Fail(problem->first, problem->second);
   }
 
-  // SIGTERM/SIGINT go to a dedicated thread (sigwait), so that shutdown is
-  // ordinary code rather than a signal handler.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
   rbln::ArtifactServiceImpl service(store->get(), dram.get(), auth->get(),
                                     max_writes);
   grpc::EnableDefaultHealthCheckService(true);
@@ -553,9 +574,7 @@ int main(int argc, char** argv) {
   std::vector<std::unique_ptr<rbln::UnixListener>> unix_listeners;
   for (size_t i = 0; i < listen.size(); ++i) {
     if (addresses[i].kind == rbln::ServerAddress::Kind::kTcp) {
-      builder.AddListeningPort(listen[i],
-                               tls ? grpc::SslServerCredentials(ssl_options)
-                                   : grpc::InsecureServerCredentials());
+      builder.AddListeningPort(listen[i], tcp_credentials);
     }
   }
   builder.RegisterService(&service);
@@ -598,8 +617,15 @@ int main(int argc, char** argv) {
                 absl::StrCat("cannot listen on ", absl::StrJoin(listen, ", "),
                              " (gRPC refused; its log line above says why)"));
   }
-  for (auto& listener : unix_listeners) {
-    listener->Start(server.get(), (*auth)->unix_peers());
+  for (size_t i = 0, next = 0; i < listen.size(); ++i) {
+    if (addresses[i].kind == rbln::ServerAddress::Kind::kTcp) continue;
+    absl::Status started =
+        unix_listeners[next++]->Start(server.get(), (*auth)->unix_peers());
+    if (!started.ok()) {
+      RemoveUnixSockets(listen);
+      return Fail(kExitUnavailable, absl::StrCat("cannot listen on ", listen[i],
+                                                 ": ", started.message()));
+    }
   }
   spdlog::info("rbln-artifactd serving store {} on {} (pid {}); DRAM: {}",
                (*store)->root(), absl::StrJoin(listen, ", "), getpid(),

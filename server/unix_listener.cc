@@ -47,8 +47,7 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Bind(
   }
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(std::strerror(errno));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), length) != 0 ||
-      listen(fd, kBacklog) != 0) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), length) != 0) {
     const int error = errno;
     close(fd);
     return absl::UnavailableError(std::strerror(error));
@@ -70,8 +69,14 @@ UnixListener::~UnixListener() {
   close(wake_fd_);
 }
 
-void UnixListener::Start(grpc::Server* server, UnixPeerTable* peers) {
+absl::Status UnixListener::Start(grpc::Server* server, UnixPeerTable* peers) {
+  // Listening only now, with the server running: until then a client's
+  // connect is refused, so "the socket accepts" means "the daemon serves".
+  if (listen(listen_fd_, kBacklog) != 0) {
+    return absl::UnavailableError(std::strerror(errno));
+  }
   thread_ = std::thread([this, server, peers] { AcceptLoop(server, peers); });
+  return absl::OkStatus();
 }
 
 void UnixListener::Stop() {

@@ -22,16 +22,16 @@ namespace rbln {
 
 class UnixListener {
  public:
-  // Binds and listens on `address` (kUnix or kUnixAbstract), replacing a
+  // Binds `address` (kUnix or kUnixAbstract), replacing a
   // stale socket file (the caller checked that no server answers there).
   // The file is created with the process's umask.
   static absl::StatusOr<std::unique_ptr<UnixListener>> Bind(
       const ServerAddress& address);
   ~UnixListener();
 
-  // Accepts connections into `server` until Stop, recording each peer in
-  // `peers`. Both must outlive Stop.
-  void Start(grpc::Server* server, UnixPeerTable* peers);
+  // Listens, and accepts connections into `server` until Stop, recording
+  // each peer in `peers`. Both must outlive Stop.
+  absl::Status Start(grpc::Server* server, UnixPeerTable* peers);
   // Takes no new connections (those accepted keep being served by gRPC).
   void Stop();
 

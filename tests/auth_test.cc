@@ -180,6 +180,37 @@ TEST_F(AuthTest, ClientCertificatesNameCallersAndOnlyOperatorsWrite) {
   EXPECT_THAT(log, HasSubstr("caller=\"cn:reader\" role=reader"));
 }
 
+TEST_F(AuthTest, CertificateFilesAreReloadedWithoutARestart) {
+  // The client CA file starts with our CA only; the foreign CA's client is
+  // refused until the file also holds the foreign CA.
+  const std::string client_ca = root_.Join("client-ca.pem");
+  WriteFileOrDie(client_ca, ReadIfExists(certs_->Pem("ca")));
+  const std::string address = absl::StrCat("127.0.0.1:", PickFreePort());
+  std::vector<std::string> flags = TlsFlags();
+  flags.insert(flags.end(),
+               {"--tls-client-ca", client_ca, "--tls-reload-seconds", "1",
+                "--operators", "cn:operator"});
+  ASSERT_NO_FATAL_FAILURE(Start(address, flags));
+  const std::string stranger =
+      absl::StrCat("--tls-ca ", ShellQuote(certs_->Pem("ca")), " --tls-cert ",
+                   ShellQuote(certs_->Pem("stranger")), " --tls-key ",
+                   ShellQuote(certs_->Key("stranger")));
+  Outcome refused = Client(address, stranger, Get());
+  EXPECT_EQ(refused.code, kClientUnreachable) << refused;
+
+  WriteFileOrDie(client_ca, ReadIfExists(certs_->Pem("ca")) +
+                                ReadIfExists(certs_->Pem("foreign-ca")));
+  Outcome taken;
+  for (int i = 0; i < 30; ++i) {  // bounded: until the watcher reads it
+    taken = Client(address, stranger, Get());
+    if (taken.code == 0) break;
+  }
+  EXPECT_EQ(taken.code, 0) << taken << daemon_.Logs();
+  // The daemon still serves the clients of the first CA.
+  Outcome reader = Client(address, TlsArgs("reader"), Get());
+  EXPECT_EQ(reader.code, 0) << reader;
+}
+
 TEST_F(AuthTest, TokensGoodWrongAndMissing) {
   const std::string tokens = root_.Join("tokens");
   // sha256sum of the token text, as docs/security.md tells operators to
