@@ -166,6 +166,10 @@ struct RawFlags {
   bool verify = false;
   std::string server;
   bool json = false;
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string token_file;
 
   CLI::Option* get_opt = nullptr;
   CLI::Option* set_opt = nullptr;
@@ -290,6 +294,28 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
                          kSocketEnv, ", else built in)")))
           ->type_name("ADDR")
           ->group(other);
+  app.add_option("--tls-ca", f.tls_ca,
+                 OptionHelp("Connect over TLS, trusting the daemon's "
+                            "certificate if this CA (PEM) issued it; TCP "
+                            "--server only"))
+      ->type_name("FILE")
+      ->group(other);
+  app.add_option("--tls-cert", f.tls_cert,
+                 OptionHelp("This client's certificate (PEM), for a daemon "
+                            "that requires one (--tls-client-ca); with "
+                            "--tls-key"))
+      ->type_name("FILE")
+      ->group(other);
+  app.add_option("--tls-key", f.tls_key,
+                 OptionHelp("The private key of --tls-cert (PEM)"))
+      ->type_name("FILE")
+      ->group(other);
+  app.add_option("--token-file", f.token_file,
+                 OptionHelp("Send the bearer token on this file's first "
+                            "line (the daemon's --tokens holds its SHA-256); "
+                            "needs --tls-ca"))
+      ->type_name("FILE")
+      ->group(other);
   app.add_flag("--json", f.json,
                OptionHelp("Print the daemon's reply as one line of JSON "
                           "(proto field names, every field present, 64-bit "
@@ -406,7 +432,27 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
                      ": ", server.status().message()));
   }
 
+  const bool tls_flags = !f.tls_ca.empty() || !f.tls_cert.empty() ||
+                         !f.tls_key.empty() || !f.token_file.empty();
+  if (tls_flags && server->kind != ServerAddress::Kind::kTcp) {
+    return UsageError(
+        "--tls-ca, --tls-cert, --tls-key and --token-file go only with a TCP "
+        "--server HOST:PORT; on a Unix socket the daemon knows the caller by "
+        "its uid");
+  }
+  if (f.tls_cert.empty() != f.tls_key.empty()) {
+    return UsageError("--tls-cert and --tls-key go together");
+  }
+  if (!f.token_file.empty() && f.tls_ca.empty()) {
+    return UsageError(
+        "--token-file needs --tls-ca FILE: a token is sent only over TLS");
+  }
+
   o.server = GrpcTarget(*server);
+  o.tls_ca = f.tls_ca;
+  o.tls_cert = f.tls_cert;
+  o.tls_key = f.tls_key;
+  o.token_file = f.token_file;
   o.model_id = f.model_id;
   o.num_blocks = f.set;
   o.budget = f.budget;

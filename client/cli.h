@@ -61,6 +61,16 @@ struct CliOptions {
   std::optional<uint64_t> expected_current;
   bool verify = false;  // kDescribe and writers
   bool json = false;
+  // A TCP --server only (a Unix socket's peer is known by its uid). TLS is
+  // on when any of the first three is given; a token needs TLS.
+  std::string tls_ca;      // PEM: the CA that issued the daemon's cert
+  std::string tls_cert;    // PEM: this client's certificate (with tls_key)
+  std::string tls_key;     // PEM: its private key
+  std::string token_file;  // the bearer token, on its first line
+
+  bool UsesTls() const {
+    return !tls_ca.empty() || !tls_cert.empty() || !tls_key.empty();
+  }
 };
 
 // What ParseCommandLine decided: options to run, or an exit code when there

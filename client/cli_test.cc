@@ -318,6 +318,33 @@ TEST(ParseTest, FitOverTcpKeepsPathsAsGiven) {
   EXPECT_FALSE(request.options().has_expected_current());
 }
 
+TEST(ParseTest, TlsAndTokenFlagsGoWithATcpServer) {
+  CliOptions o = ParseOk({"--list", "--server", "npu-host:50051", "--tls-ca",
+                          "ca.pem", "--tls-cert", "me.pem", "--tls-key",
+                          "me.key", "--token-file", "ci.token"});
+  EXPECT_TRUE(o.UsesTls());
+  EXPECT_EQ(o.tls_ca, "ca.pem");
+  EXPECT_EQ(o.tls_cert, "me.pem");
+  EXPECT_EQ(o.tls_key, "me.key");
+  EXPECT_EQ(o.token_file, "ci.token");
+  EXPECT_FALSE(ParseOk({"--list", "--server", "npu-host:50051"}).UsesTls());
+
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused =
+      {{{"--list", "--tls-ca", "ca.pem"}, "go only with a TCP --server"},
+       {{"--list", "--token-file", "t"}, "go only with a TCP --server"},
+       {{"--list", "--server", "h:1", "--tls-ca", "ca.pem", "--tls-cert",
+         "me.pem"},
+        "--tls-cert and --tls-key go together"},
+       {{"--list", "--server", "h:1", "--token-file", "t"},
+        "--token-file needs --tls-ca"}};
+  for (const auto& [args, message] : refused) {
+    Parsed p = Parse(args);
+    EXPECT_FALSE(p.result.options.has_value()) << message;
+    EXPECT_EQ(p.result.exit_code, kExitUsage);
+    EXPECT_THAT(p.err, HasSubstr(message));
+  }
+}
+
 TEST(ParseTest, AbsolutePathsAreSentAsGiven) {
   CliOptions o =
       ParseOk({"--describe", "--verify", "--model-id", "/srv/store/a/../b"});

@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config clang-format
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev
+  libssl-dev openssl  # token hashes (SHA-256); test certificates
   protobuf-compiler libabsl-dev rapidjson-dev libgtest-dev libgmock-dev
   libcli11-dev libxxhash-dev libspdlog-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf

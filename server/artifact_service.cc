@@ -137,11 +137,16 @@ class ArtifactServiceImpl::RequestLog {
                            " written=", written ? "true" : "false");
   }
 
+  void SetCaller(const Caller& caller) {
+    caller_ = absl::StrCat(" caller=", LogValue(caller.identity),
+                           " role=", caller.role());
+  }
+
   grpc::Status Finish(const absl::Status& status) {
     const int64_t ms = absl::ToInt64Milliseconds(absl::Now() - start_);
     const std::string line = absl::StrCat(
         "method=", method_, " artifact=", LogValue(artifact_, kMaxEchoBytes),
-        " outcome=", absl::StatusCodeToString(status.code()), counts_,
+        caller_, " outcome=", absl::StatusCodeToString(status.code()), counts_,
         " duration_ms=", ms);
     if (status.ok()) {
       spdlog::info("{}", line);
@@ -158,6 +163,8 @@ class ArtifactServiceImpl::RequestLog {
   const std::string artifact_;
   const absl::Time start_;
   uint64_t id_ = 0;
+  // " caller=... role=..." once identified; " caller=none" until then.
+  std::string caller_ = " caller=none";
   std::string counts_;
 };
 
@@ -168,16 +175,31 @@ std::string ArtifactServiceImpl::LogName(const std::string& requested) const {
 
 ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
                                          DramProvider* dram,
+                                         const Authenticator* auth,
                                          int max_concurrent_writes)
     : store_(store),
       dram_(dram),
+      auth_(auth),
       max_concurrent_writes_(max_concurrent_writes) {}
+
+absl::Status ArtifactServiceImpl::Authorize(grpc::ServerContext* context,
+                                            RequestLog& log,
+                                            bool writes) const {
+  absl::StatusOr<Caller> caller = auth_->Identify(*context);
+  if (!caller.ok()) return caller.status();
+  log.SetCaller(*caller);
+  return writes ? CheckMayWrite(*caller) : absl::OkStatus();
+}
 
 grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
     grpc::ServerContext* context, const v1::GetKvcacheNumBlocksRequest* req,
     v1::GetKvcacheNumBlocksResponse* resp) {
   const std::string name = LogName(req->artifact());
   RequestLog log(this, context, "GetKvcacheNumBlocks", name);
+  if (absl::Status auth = Authorize(context, log, /*writes=*/false);
+      !auth.ok()) {
+    return log.Finish(auth);
+  }
   absl::Status allowed = CheckNameForPeer(context, req->artifact(), "artifact");
   if (!allowed.ok()) return log.Finish(allowed);
   absl::StatusOr<Artifact> artifact = store_->Read(req->artifact());
@@ -195,6 +217,11 @@ grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
     v1::ResizeResponse* resp) {
   RequestLog log(this, context, "SetKvcacheNumBlocks",
                  LogName(req->artifact()));
+  if (absl::Status auth =
+          Authorize(context, log, /*writes=*/!req->options().dry_run());
+      !auth.ok()) {
+    return log.Finish(auth);
+  }
   WriteRequest request;
   request.name = req->artifact();
   request.target = req->num_blocks();
@@ -209,6 +236,11 @@ grpc::Status ArtifactServiceImpl::FitMemoryBudget(
     grpc::ServerContext* context, const v1::FitMemoryBudgetRequest* req,
     v1::ResizeResponse* resp) {
   RequestLog log(this, context, "FitMemoryBudget", LogName(req->artifact()));
+  if (absl::Status auth =
+          Authorize(context, log, /*writes=*/!req->options().dry_run());
+      !auth.ok()) {
+    return log.Finish(auth);
+  }
   absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(req->budget());
   if (!budget.ok()) return log.Finish(budget.status());
   WriteRequest request;
@@ -339,6 +371,10 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
     v1::DescribeArtifactResponse* resp) {
   const std::string name = LogName(req->artifact());
   RequestLog log(this, context, "DescribeArtifact", name);
+  if (absl::Status auth = Authorize(context, log, /*writes=*/false);
+      !auth.ok()) {
+    return log.Finish(auth);
+  }
   absl::Status allowed = CheckNameForPeer(context, req->artifact(), "artifact");
   if (!allowed.ok()) return log.Finish(allowed);
   absl::StatusOr<Artifact> artifact =
@@ -397,6 +433,10 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
     grpc::ServerContext* context, const v1::ListArtifactsRequest*,
     v1::ListArtifactsResponse* resp) {
   RequestLog log(this, context, "ListArtifacts", "");
+  if (absl::Status auth = Authorize(context, log, /*writes=*/false);
+      !auth.ok()) {
+    return log.Finish(auth);
+  }
   absl::StatusOr<StoreListing> listing = store_->ListAll();
   if (!listing.ok()) return log.Finish(listing.status());
   resp->set_store(store_->root());
@@ -441,6 +481,10 @@ grpc::Status ArtifactServiceImpl::GetDeviceInfo(
     grpc::ServerContext* context, const v1::GetDeviceInfoRequest*,
     v1::GetDeviceInfoResponse* resp) {
   RequestLog log(this, context, "GetDeviceInfo", "");
+  if (absl::Status auth = Authorize(context, log, /*writes=*/false);
+      !auth.ok()) {
+    return log.Finish(auth);
+  }
   const DeviceReport report = dram_->Report();
   resp->set_source(report.source);
   for (const std::string& warning : report.warnings)
@@ -463,6 +507,10 @@ grpc::Status ArtifactServiceImpl::GetDeviceInfo(
 grpc::Status ArtifactServiceImpl::GetWriteProgress(
     grpc::ServerContext* context, const v1::GetWriteProgressRequest* req,
     v1::GetWriteProgressResponse* resp) {
+  // Readers may watch any write; callers who cannot authenticate may not.
+  if (absl::StatusOr<Caller> caller = auth_->Identify(*context); !caller.ok()) {
+    return MarkedReply(context, ToGrpc(caller.status()));
+  }
   absl::MutexLock lock(&mu_);
   if (auto it = progress_.find(req->operation_id()); it != progress_.end()) {
     resp->set_running(true);

@@ -6,8 +6,9 @@
 // Every reply a handler produces carries the trailing metadata of
 // rbln/artifact/v1/reply_metadata.h, so that clients can tell it from a
 // transport failure.
-// Every request is logged as one logfmt line, with what callers sent quoted
-// and escaped; every status message is cut to kMaxStatusMessageBytes.
+// Every request is logged as one logfmt line naming its caller and role
+// (auth.h), with what callers sent quoted and escaped; every status message is
+// cut to kMaxStatusMessageBytes.
 //
 // Thread-safe: gRPC calls handlers concurrently.
 #ifndef RBLN_SERVER_ARTIFACT_SERVICE_H_
@@ -26,6 +27,7 @@
 #include "core/dram.h"
 #include "core/store.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
+#include "server/auth.h"
 
 namespace rbln {
 
@@ -33,10 +35,12 @@ namespace v1 = ::rbln::artifact::v1;
 
 class ArtifactServiceImpl final : public v1::ArtifactService::Service {
  public:
-  // `store` and `dram` must outlive the service. At most
-  // `max_concurrent_writes` writes run at once; more get UNAVAILABLE.
+  // `store`, `dram` and `auth` must outlive the service. At most
+  // `max_concurrent_writes` writes run at once; more get UNAVAILABLE. Every
+  // call is identified by `auth`; Set and Fit other than dry runs need an
+  // operator (CheckMayWrite).
   ArtifactServiceImpl(ArtifactStore* store, DramProvider* dram,
-                      int max_concurrent_writes);
+                      const Authenticator* auth, int max_concurrent_writes);
 
   grpc::Status GetKvcacheNumBlocks(
       grpc::ServerContext* context, const v1::GetKvcacheNumBlocksRequest* req,
@@ -99,11 +103,17 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
   void FinishWrite(const std::string& op_id, bool counted,
                    const absl::StatusOr<WriteResult>& result);
 
+  // Identifies the caller of `context` into `log`; with `writes`, also
+  // checks that it may write.
+  absl::Status Authorize(grpc::ServerContext* context, RequestLog& log,
+                         bool writes) const;
+
   // The store-relative name for logs (the request's text when invalid).
   std::string LogName(const std::string& requested) const;
 
   ArtifactStore* const store_;
   DramProvider* const dram_;
+  const Authenticator* const auth_;
   const int max_concurrent_writes_;
   std::atomic<bool> stopping_{false};
 

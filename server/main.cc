@@ -1,9 +1,13 @@
 // rbln-artifactd: serves the ArtifactService over a store of compiled
 // artifacts. Starts with no flags (default store and Unix socket; DRAM figures
 // from rbln-smi when it is installed, else the spec table); see --help.
+#include <arpa/inet.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -16,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -40,6 +45,8 @@
 #include "core/store.h"
 #include "core/subprocess.h"
 #include "server/artifact_service.h"
+#include "server/auth.h"
+#include "server/unix_listener.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -207,6 +214,37 @@ std::optional<std::pair<int, std::string>> CheckListenAddress(
                                                   ": ", strerror(error)));
 }
 
+// True for a host that only this machine can reach: "localhost",
+// 127.0.0.0/8, ::1. A name that resolves to loopback is not trusted to keep
+// doing so.
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 &&
+         IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+// A PEM file named by `flag`, whole (certificates and keys are small).
+absl::StatusOr<std::string> ReadPemFile(const std::string& flag,
+                                        const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", flag, " ", path, ": ", strerror(errno)));
+  }
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (text.find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", path, " holds no PEM block"));
+  }
+  return text;
+}
+
 // `--rbln-smi none`: no probe, the spec table only (a host whose rbln-smi
 // misbehaves, or a reproducible setup).
 constexpr char kNoProbe[] = "none";
@@ -331,6 +369,49 @@ int main(int argc, char** argv) {
                  "even with a thread stuck in the kernel")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  bool allow_insecure_tcp = false;
+  std::string tokens_file;
+  std::vector<std::string> operators;
+  bool no_default_operators = false;
+  app.add_option("--tls-cert", tls_cert,
+                 "Serve TCP listeners over TLS with this certificate chain "
+                 "(PEM); needs --tls-key")
+      ->type_name("FILE");
+  app.add_option("--tls-key", tls_key, "The private key of --tls-cert (PEM)")
+      ->type_name("FILE");
+  app.add_option("--tls-client-ca", tls_client_ca,
+                 "Require TCP clients to present a certificate issued by "
+                 "this CA (PEM); its Common Name names the caller (cn:NAME). "
+                 "Needs --tls-cert")
+      ->type_name("FILE");
+  unsigned int tls_reload_seconds = 60;
+  app.add_option("--tls-reload-seconds", tls_reload_seconds,
+                 "How often the TLS files are read again (rotation without a "
+                 "restart; connections stay up); a file that cannot be read "
+                 "keeps the last good one")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  app.add_flag("--allow-insecure-tcp", allow_insecure_tcp,
+               "Allow a TCP listener on a non-loopback address without TLS "
+               "(a warning at start); refused otherwise");
+  app.add_option("--tokens", tokens_file,
+                 "Bearer tokens: lines of NAME SHA256-HEX-OF-TOKEN ('#' "
+                 "comments); a caller with one is token:NAME. TCP callers "
+                 "without a certificate must then send one. Reloaded on "
+                 "SIGHUP")
+      ->type_name("FILE");
+  app.add_option("--operators", operators,
+                 "Callers who may write, comma-separated: cn:NAME, "
+                 "token:NAME, uid:N, user:NAME, group:NAME (everyone else "
+                 "reads and dry-runs); on the Unix socket uid 0 and the "
+                 "daemon's own uid are operators too")
+      ->type_name("LIST");
+  app.add_flag("--no-default-operators", no_default_operators,
+               "Unix-socket peers with uid 0 or the daemon's uid are not "
+               "operators unless --operators lists them");
   app.footer(
       "Available DRAM (what a budget like 0.8 is a fraction of), in order of "
       "choice:\n  1. --device-dram (or device-dram in the --config file)\n  "
@@ -348,7 +429,11 @@ int main(int argc, char** argv) {
       "else $XDG_RUNTIME_DIR/rbln-artifactd.sock, else "
       "/tmp/rbln-artifactd-UID.sock.\nExample:\n  rbln-artifactd --store "
       "/srv/artifacts --listen unix:/run/rbln-artifactd.sock --listen "
-      "0.0.0.0:50051\n" +
+      "0.0.0.0:50051 --tls-cert tls.crt --tls-key tls.key --tls-client-ca "
+      "ca.crt --operators cn:fleet-job\n"
+      "Callers: on the Unix socket uid 0 and the daemon's uid write, others "
+      "read; over TCP callers are named by certificate (cn:NAME) or token "
+      "(token:NAME) and only --operators write; see docs/security.md.\n" +
       std::string(kExitCodesHelp));
   const std::vector<std::string> args(argv + 1, argv + argc);
   std::optional<int> exit_code = rbln::ParseFlags(
@@ -395,6 +480,87 @@ int main(int argc, char** argv) {
                   absl::StrCat("--socket-group: ", gid.status().message()));
     }
     socket_gid = *gid;
+  }
+  if (tls_cert.empty() != tls_key.empty()) {
+    return bad_value(tls_cert.empty() ? "--tls-key" : "--tls-cert",
+                     "--tls-cert and --tls-key go together");
+  }
+  if (!tls_client_ca.empty() && tls_cert.empty()) {
+    return bad_value("--tls-client-ca",
+                     "needs --tls-cert and --tls-key (client certificates are "
+                     "checked during the TLS handshake)");
+  }
+  const bool tls = !tls_cert.empty();
+  std::vector<std::string> insecure_remote;
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    if (addresses[i].kind == rbln::ServerAddress::Kind::kTcp && !tls &&
+        !IsLoopbackHost(addresses[i].host)) {
+      insecure_remote.push_back(listen[i]);
+    }
+  }
+  if (!insecure_remote.empty() && !allow_insecure_tcp) {
+    return bad_value(
+        "--listen",
+        absl::StrCat(absl::StrJoin(insecure_remote, ", "),
+                     " is reachable from other hosts and would be plaintext: "
+                     "give --tls-cert and --tls-key (docs/security.md), or "
+                     "--allow-insecure-tcp on a network you trust"));
+  }
+  absl::StatusOr<std::vector<std::string>> operator_list =
+      rbln::ParseOperators(operators);
+  if (!operator_list.ok()) {
+    return bad_value("--operators", operator_list.status().message());
+  }
+  // SIGTERM/SIGINT (and SIGHUP) go to a dedicated thread (sigwait), so that
+  // shutdown is ordinary code rather than a signal handler. Blocked before
+  // gRPC is first used: its threads inherit the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // The files are read once here, so that a missing or empty one is a
+  // start-up error; gRPC's file watcher then reads them again every
+  // --tls-reload-seconds and keeps the last good set when a read fails.
+  std::shared_ptr<grpc::ServerCredentials> tcp_credentials =
+      grpc::InsecureServerCredentials();
+  if (tls) {
+    for (const auto& [flag, path] :
+         {std::pair<std::string, std::string>{"--tls-cert", tls_cert},
+          {"--tls-key", tls_key},
+          {"--tls-client-ca", tls_client_ca}}) {
+      if (path.empty()) continue;
+      absl::StatusOr<std::string> pem = ReadPemFile(flag, path);
+      if (!pem.ok())
+        return Fail(kExitConfig, std::string(pem.status().message()));
+    }
+    auto provider =
+        std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+            tls_key, tls_cert, tls_client_ca, tls_reload_seconds);
+    grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
+    tls_options.watch_identity_key_cert_pairs();
+    if (!tls_client_ca.empty()) {
+      tls_options.watch_root_certs();
+      tls_options.set_cert_request_type(
+          GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    } else {
+      tls_options.set_cert_request_type(
+          GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    }
+    tcp_credentials = grpc::experimental::TlsServerCredentials(tls_options);
+  }
+  absl::StatusOr<std::unique_ptr<rbln::Authenticator>> auth =
+      rbln::Authenticator::Create(
+          {.operators = *std::move(operator_list),
+           .default_operators = !no_default_operators,
+           .daemon_uid = geteuid(),
+           .tokens_file = tokens_file,
+           .client_certificates = !tls_client_ca.empty()});
+  if (!auth.ok()) {
+    return Fail(kExitConfig,
+                absl::StrCat("--tokens: ", auth.status().message()));
   }
 
   spdlog::level::level_enum level = spdlog::level::from_str(log_level);
@@ -443,20 +609,18 @@ int main(int argc, char** argv) {
     if (problem.has_value()) return Fail(problem->first, problem->second);
   }
 
-  // SIGTERM/SIGINT go to a dedicated thread (sigwait), so that shutdown is
-  // ordinary code rather than a signal handler.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  rbln::ArtifactServiceImpl service(store->get(), dram.get(), max_writes);
+  rbln::ArtifactServiceImpl service(store->get(), dram.get(), auth->get(),
+                                    max_writes);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  for (const std::string& address : listen) {
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+  // Unix sockets are accepted by the daemon itself (unix_listener.h), so
+  // that each peer's uid reaches the handlers.
+  std::vector<std::unique_ptr<rbln::UnixListener>> unix_listeners;
+  for (size_t i = 0; i < listen.size(); ++i) {
+    if (addresses[i].kind == rbln::ServerAddress::Kind::kTcp) {
+      builder.AddListeningPort(listen[i], tcp_credentials);
+    }
   }
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(4 << 20);
@@ -469,12 +633,27 @@ int main(int argc, char** argv) {
   // The Unix socket is created with --socket-mode (owner/group-only by
   // default).
   const mode_t old_umask = umask(~*socket_mode & 0777);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  for (size_t i = 0; i < listen.size(); ++i) {
+    if (addresses[i].kind == rbln::ServerAddress::Kind::kTcp) continue;
+    absl::StatusOr<std::unique_ptr<rbln::UnixListener>> listener =
+        rbln::UnixListener::Bind(addresses[i]);
+    if (!listener.ok()) {
+      umask(old_umask);
+      return Fail(kExitUnavailable,
+                  absl::StrCat("cannot listen on ", listen[i], ": ",
+                               listener.status().message()));
+    }
+    unix_listeners.push_back(*std::move(listener));
+  }
   umask(old_umask);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     // gRPC says only that it failed (in a log line): find out which address
     // and why by binding them again, as the checks above did (something may
-    // have taken a port since).
+    // have taken a port since). Our own Unix sockets go first, so that
+    // they do not look like another server's.
+    unix_listeners.clear();
+    RemoveUnixSockets(listen);
     for (size_t i = 0; i < listen.size(); ++i) {
       auto problem =
           CheckListenAddress(listen[i], addresses[i], listen_value_code);
@@ -483,6 +662,16 @@ int main(int argc, char** argv) {
     return Fail(kExitUnavailable,
                 absl::StrCat("cannot listen on ", absl::StrJoin(listen, ", "),
                              " (gRPC refused; its log line above says why)"));
+  }
+  for (size_t i = 0, next = 0; i < listen.size(); ++i) {
+    if (addresses[i].kind == rbln::ServerAddress::Kind::kTcp) continue;
+    absl::Status started =
+        unix_listeners[next++]->Start(server.get(), (*auth)->unix_peers());
+    if (!started.ok()) {
+      RemoveUnixSockets(listen);
+      return Fail(kExitUnavailable, absl::StrCat("cannot listen on ", listen[i],
+                                                 ": ", started.message()));
+    }
   }
   if (socket_gid.has_value()) {
     const std::optional<std::string> failed =
@@ -506,6 +695,21 @@ int main(int argc, char** argv) {
       spdlog::info("read-only root {}: {}", root.name, root.dir);
     }
   }
+  spdlog::info(
+      "callers: TCP {}{}{}; operators: {}{}", tls ? "over TLS" : "plaintext",
+      tls_client_ca.empty() ? "" : " with client certificates required",
+      tokens_file.empty() ? "" : ", bearer tokens from --tokens",
+      no_default_operators ? ""
+                           : "uid 0 and the daemon's uid on the Unix "
+                             "socket, ",
+      operators.empty() ? "no others" : absl::StrJoin(operators, ","));
+  for (const std::string& address : insecure_remote) {
+    spdlog::warn(
+        "--allow-insecure-tcp: {} is plaintext and reachable from other "
+        "hosts; anyone who reaches it can read, and tokens would travel in "
+        "clear",
+        address);
+  }
 
   // Shutdown (docs/security.md): at the signal no new calls are taken; the
   // running writes get the grace period; then every write not yet at its
@@ -516,7 +720,19 @@ int main(int argc, char** argv) {
   std::atomic<bool> stopped{false};
   std::thread waiter([&]() {
     int signal_number = 0;
-    sigwait(&signals, &signal_number);
+    while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+      absl::Status reloaded = (*auth)->ReloadTokens();
+      if (reloaded.ok()) {
+        spdlog::info("SIGHUP: reloaded {}", tokens_file.empty()
+                                                ? "nothing (no --tokens)"
+                                                : tokens_file);
+      } else {
+        spdlog::error("SIGHUP: kept the old tokens: {}",
+                      std::string(reloaded.message()));
+      }
+    }
+    // No new connections on the Unix sockets either.
+    for (auto& listener : unix_listeners) listener->Stop();
     const absl::Time start = absl::Now();
     // Every service, "" included, says NOT_SERVING from now on.
     server->GetHealthCheckService()->SetServingStatus(false);

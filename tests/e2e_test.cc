@@ -41,6 +41,7 @@
 #include "rapidjson/document.h"
 #include "tests/artifact_check.h"
 #include "tests/daemon_fixture.h"
+#include "tests/test_certificates.h"
 
 namespace rbln {
 namespace {
@@ -704,17 +705,22 @@ class E2eTcpTest : public ::testing::Test {
     const int port = PickFreePort();
     ASSERT_GT(port, 0);
     address_ = absl::StrCat("127.0.0.1:", port);
-    ASSERT_NO_FATAL_FAILURE(
-        StartDaemon(root_.path(), store_, address_, {}, &daemon_));
+    // Over TCP only listed callers write: the client is cn:operator.
+    ASSERT_NO_FATAL_FAILURE(StartDaemon(root_.path(), store_, address_,
+                                        e2e::OperatorTlsDaemonFlags(certs_),
+                                        &daemon_));
   }
   void TearDown() override { StopDaemon(&daemon_); }
 
   // Run from "/", far from the store: over TCP the client's directory must
   // not matter.
   Outcome Cli(const std::string& args) {
-    return RunClient(address_, args, "/", root_.Join("cli.err"));
+    return RunClient(
+        address_, absl::StrCat(e2e::OperatorTlsClientArgs(certs_), " ", args),
+        "/", root_.Join("cli.err"));
   }
 
+  e2e::Certificates certs_;
   TempDir root_;
   const std::string store_ = root_.Join("store");
   std::string address_;

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
 #include "tests/daemon_fixture.h"
+#include "tests/test_certificates.h"
 
 namespace rbln {
 namespace {
@@ -145,11 +146,15 @@ class ReadOnlyRootTest : public ::testing::Test {
     models_before_ = Snapshot(models_);
     hub_before_ = Snapshot(hub_);
     tcp_ = absl::StrCat("127.0.0.1:", PickFreePort());
+    // Over TCP only listed callers write: the client is cn:operator.
+    std::vector<std::string> flags = {
+        "--rbln-smi",       "none",       "--read-only-root", models_,
+        "--read-only-root", "hf=" + hub_, "--listen",         tcp_};
+    for (const std::string& flag : e2e::OperatorTlsDaemonFlags(certs_)) {
+      flags.push_back(flag);
+    }
     ASSERT_NO_FATAL_FAILURE(
-        StartDaemon(root_.path(), store_, address_,
-                    {"--rbln-smi", "none", "--read-only-root", models_,
-                     "--read-only-root", "hf=" + hub_, "--listen", tcp_},
-                    &daemon_));
+        StartDaemon(root_.path(), store_, address_, flags, &daemon_));
   }
 
   void TearDown() override {
@@ -163,8 +168,10 @@ class ReadOnlyRootTest : public ::testing::Test {
   }
 
   Outcome Cli(const std::string& args, const std::string& server = "") {
-    return RunClient(server.empty() ? address_ : server, args, root_.path(),
-                     root_.Join("cli.err"));
+    const std::string credentials =
+        server.empty() ? "" : e2e::OperatorTlsClientArgs(certs_) + " ";
+    return RunClient(server.empty() ? address_ : server, credentials + args,
+                     root_.path(), root_.Join("cli.err"));
   }
 
   uint64_t Get(const std::string& model_id, const std::string& server = "") {
@@ -175,6 +182,7 @@ class ReadOnlyRootTest : public ::testing::Test {
     return count;
   }
 
+  e2e::Certificates certs_;
   TempDir root_;
   const std::string store_ = root_.Join("store");
   const std::string models_ = root_.Join("models");

@@ -1,0 +1,152 @@
+// Who is calling, and may they write (docs/security.md, "Callers and
+// roles"). A caller is named by the first of these that applies:
+//
+//   cn:NAME      the Common Name of a client certificate that gRPC's TLS
+//                verified against --tls-client-ca;
+//   token:NAME   a bearer token ("authorization: Bearer TOKEN") whose SHA-256
+//                is listed under NAME in the --tokens file;
+//   user:NAME    a peer on a Unix socket this daemon accepted itself
+//   (uid:N)      (UnixPeerTable), by SO_PEERCRED; uid:N when the uid has no
+//                name. Its groups (SO_PEERGROUPS) match group:NAME entries.
+//
+// Operators (--operators, plus uid 0 and the daemon's own uid on a Unix
+// socket unless --no-default-operators) may write; every other caller only
+// reads. A TCP caller with neither a certificate nor a token is anonymous (a
+// reader) unless --tokens is given, which makes a token required.
+//
+// Thread-safe: Identify and CheckMayWrite run concurrently in handlers;
+// ReloadTokens may run at the same time (SIGHUP).
+#ifndef RBLN_SERVER_AUTH_H_
+#define RBLN_SERVER_AUTH_H_
+
+#include <sys/types.h>
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/server_context.h"
+
+namespace rbln {
+
+// An authenticated caller, as the request log and error messages name it.
+struct Caller {
+  std::string identity;  // "cn:fleet-job", "token:ci", "user:alice", ...
+  bool is_operator = false;
+
+  absl::string_view role() const { return is_operator ? "operator" : "reader"; }
+};
+
+// The credentials of a Unix-socket peer at connect time.
+struct UnixPeer {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups, when the kernel says
+};
+
+// Reads SO_PEERCRED (and SO_PEERGROUPS) of a connected Unix socket.
+absl::StatusOr<UnixPeer> ReadUnixPeer(int fd);
+
+// Connections accepted on the daemon's Unix sockets, by descriptor. gRPC
+// names a connection handed to it by grpc::AddInsecureChannelFromFd
+// "fd:N" (ServerContext::peer()), so a handler finds its caller's
+// credentials here. The socket's inode is kept with them: a descriptor
+// number reused for another connection does not inherit credentials.
+class UnixPeerTable {
+ public:
+  void Add(int fd, UnixPeer peer);
+  // The peer of the connection on `fd`, or nullopt when `fd` is no longer
+  // the connection that was added.
+  std::optional<UnixPeer> Find(int fd) const;
+
+ private:
+  struct Entry {
+    UnixPeer peer;
+    dev_t dev = 0;
+    ino_t ino = 0;
+  };
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<int, Entry> entries_ ABSL_GUARDED_BY(mu_);
+};
+
+// The --tokens file: lines of "NAME SHA256-HEX", '#' comments, blank lines.
+// It holds hashes only, so it is no secret. Lookup hashes the presented
+// token and compares it with every entry in constant time.
+class TokenTable {
+ public:
+  using Digest = std::array<unsigned char, 32>;
+
+  // INVALID_ARGUMENT naming the line for a malformed file; the read error
+  // otherwise.
+  static absl::StatusOr<TokenTable> Load(const std::string& path);
+  static absl::StatusOr<TokenTable> Parse(absl::string_view text);
+
+  // The NAME whose hash is SHA-256(token), or nullopt.
+  std::optional<std::string> Find(absl::string_view token) const;
+  size_t size() const { return entries_.size(); }
+
+ private:
+  std::vector<std::pair<std::string, Digest>> entries_;
+};
+
+// SHA-256 of `data` (OpenSSL).
+TokenTable::Digest Sha256(absl::string_view data);
+
+struct AuthOptions {
+  // --operators, each checked by ParseOperators.
+  std::vector<std::string> operators;
+  // Unix peers with uid 0 or the daemon's own uid are operators.
+  bool default_operators = true;
+  uid_t daemon_uid = 0;
+  // --tokens FILE, or "" for none (then tokens are refused).
+  std::string tokens_file;
+  // --tls-client-ca given: a verified certificate's CN names the caller.
+  bool client_certificates = false;
+};
+
+// Splits and checks --operators values ("cn:a,uid:0" may also come as
+// several values): each must be cn:NAME, token:NAME, uid:N, user:NAME or
+// group:NAME. INVALID_ARGUMENT names a bad one.
+absl::StatusOr<std::vector<std::string>> ParseOperators(
+    const std::vector<std::string>& values);
+
+class Authenticator {
+ public:
+  // Loads the tokens file when one is named.
+  static absl::StatusOr<std::unique_ptr<Authenticator>> Create(
+      AuthOptions options);
+
+  // Names the caller of `context`, or UNAUTHENTICATED saying what is
+  // missing or wrong.
+  absl::StatusOr<Caller> Identify(const grpc::ServerContext& context) const;
+
+  // Reads the tokens file again; on failure the old table stays.
+  absl::Status ReloadTokens();
+
+  UnixPeerTable* unix_peers() { return &unix_peers_; }
+
+ private:
+  explicit Authenticator(AuthOptions options);
+  Caller UnixCaller(const UnixPeer& peer) const;
+
+  const AuthOptions options_;
+  const absl::flat_hash_set<std::string> operators_;
+  UnixPeerTable unix_peers_;
+  mutable absl::Mutex mu_;
+  std::optional<TokenTable> tokens_ ABSL_GUARDED_BY(mu_);
+};
+
+// OK for an operator; PERMISSION_DENIED naming the caller and
+// --operators otherwise.
+absl::Status CheckMayWrite(const Caller& caller);
+
+}  // namespace rbln
+
+#endif  // RBLN_SERVER_AUTH_H_

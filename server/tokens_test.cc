@@ -1,0 +1,75 @@
+// The --tokens file and --operators values (auth.h); the end-to-end checks
+// of identities and roles are in tests/auth_test.cc.
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/string_view.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/auth.h"
+
+namespace rbln {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Optional;
+
+std::string HexSha256(absl::string_view text) {
+  const TokenTable::Digest digest = Sha256(text);
+  return absl::BytesToHexString(absl::string_view(
+      reinterpret_cast<const char*>(digest.data()), digest.size()));
+}
+
+TEST(Sha256, MatchesTheKnownDigest) {
+  // sha256sum of "abc" (FIPS 180-2's example).
+  EXPECT_EQ(HexSha256("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(TokenTable, FindsTheNameOfAListedToken) {
+  absl::StatusOr<TokenTable> table =
+      TokenTable::Parse("# ci and a person\n\n  ci " + HexSha256("s3cret") +
+                        "  \nalice\t" + HexSha256("other") + "\n");
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->size(), 2u);
+  EXPECT_THAT(table->Find("s3cret"), Optional(std::string("ci")));
+  EXPECT_THAT(table->Find("other"), Optional(std::string("alice")));
+  EXPECT_EQ(table->Find("s3cret "), std::nullopt);
+  EXPECT_EQ(table->Find(""), std::nullopt);
+}
+
+TEST(TokenTable, RefusesMalformedLinesNamingThem) {
+  absl::StatusOr<TokenTable> table =
+      TokenTable::Parse("ci " + HexSha256("x") + "\nbob s3cret\n");
+  ASSERT_FALSE(table.ok());
+  EXPECT_THAT(table.status().message(), HasSubstr("line 2"));
+  EXPECT_THAT(table.status().message(), HasSubstr("64 hex digits"));
+  EXPECT_FALSE(TokenTable::Parse("onlyaname\n").ok());
+}
+
+TEST(ParseOperators, SplitsCommasAndChecksEachIdentity) {
+  absl::StatusOr<std::vector<std::string>> parsed =
+      ParseOperators({"cn:fleet-job,uid:0", "group:rbln-ops, token:ci"});
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_THAT(*parsed, ElementsAre("cn:fleet-job", "uid:0", "group:rbln-ops",
+                                   "token:ci"));
+  for (const char* bad : {"alice", "uid:abc", "cn:", "host:x"}) {
+    absl::StatusOr<std::vector<std::string>> refused = ParseOperators({bad});
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_THAT(refused.status().message(), HasSubstr("cn:NAME")) << bad;
+  }
+}
+
+TEST(CheckMayWrite, NamesTheCallerAndTheFlag) {
+  EXPECT_TRUE(CheckMayWrite({.identity = "cn:ops", .is_operator = true}).ok());
+  absl::Status denied = CheckMayWrite({.identity = "cn:reader"});
+  EXPECT_TRUE(absl::IsPermissionDenied(denied));
+  EXPECT_THAT(denied.message(),
+              HasSubstr("cn:reader may only read; an operator may write: add "
+                        "it to rbln-artifactd --operators"));
+}
+
+}  // namespace
+}  // namespace rbln
