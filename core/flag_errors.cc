@@ -1,6 +1,7 @@
 #include "core/flag_errors.h"
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/text.h"
 
@@ -207,7 +209,9 @@ std::string UnknownConfigEntry(const CLI::App& app, absl::string_view item,
 
 // What a value of `opt` must look like, from its type.
 std::string ValueKind(const CLI::Option* opt) {
-  const std::string type = opt == nullptr ? "" : opt->get_type_name();
+  std::string type = opt == nullptr ? "" : opt->get_type_name();
+  // A checked option's type carries its check: "FLOAT:FLOAT in [0.01 - 30]".
+  type = type.substr(0, type.find_first_of(": "));
   if (type == "UINT") return "a whole number";
   if (type == "INT") return "an integer";
   if (type == "FLOAT") return "a number";
@@ -340,6 +344,26 @@ FlagError DescribeParseError(const CLI::App& app, const CLI::ParseError& error,
                        opt->get_type_name().empty() ? std::string("VALUE")
                                                     : opt->get_type_name(),
                        ")");
+    }
+  } else if (is(CLI::ExitCodes::ValidationError) &&
+             absl::StrContains(what, " not in range ")) {
+    // CLI::Range: "--x: Value V not in range A to B", with A and B printed
+    // as "0.010000".
+    absl::string_view rest = what;
+    absl::ConsumePrefix(&rest, name);
+    absl::ConsumePrefix(&rest, ": Value ");
+    const size_t range = rest.find(" not in range ");
+    const absl::string_view value = rest.substr(0, range);
+    std::vector<std::string> bounds = absl::StrSplit(
+        rest.substr(range + std::strlen(" not in range ")), " to ");
+    for (std::string& bound : bounds) {
+      double number = 0;
+      if (absl::SimpleAtod(bound, &number)) bound = absl::StrCat(number);
+    }
+    if (bounds.size() == 2) {
+      message = absl::StrCat(name, " needs ", ValueKind(FindOption(app, name)),
+                             " from ", bounds[0], " to ", bounds[1], ", got ",
+                             Quote(value));
     }
   } else if (is(CLI::ExitCodes::ExcludesError)) {
     const size_t excludes = what.find(" excludes ");

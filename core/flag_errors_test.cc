@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -167,6 +168,19 @@ TEST(ParseFlagsTest, ConversionErrorSaysWhatIsExpected) {
   Result r = Parse(t, {"--store", "/a", "--count", "many"});
   EXPECT_EQ(r.code, 64);
   EXPECT_THAT(r.err, HasSubstr("--count needs a whole number, got 'many'"));
+}
+
+TEST(ParseFlagsTest, OutOfRangeInOurWords) {
+  for (const char* value : {"abc", "31", "0"}) {
+    TestApp t;
+    Result r = Parse(t, {"--store", "/a", "--timeout-seconds", value});
+    EXPECT_EQ(r.code, 64);
+    EXPECT_THAT(r.err,
+                HasSubstr(absl::StrCat("--timeout-seconds needs a number from "
+                                       "0.01 to 30, got '",
+                                       value, "'")));
+    EXPECT_THAT(r.err, Not(HasSubstr("not in range")));
+  }
 }
 
 TEST(ParseFlagsTest, ExclusionsInOurWords) {

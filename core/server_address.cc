@@ -26,6 +26,24 @@ absl::Status Malformed(absl::string_view text, absl::string_view hint) {
       Echo(text), "' (", hint, ")"));
 }
 
+// The longest path a Unix socket address holds (sun_path, less its NUL).
+constexpr size_t kMaxUnixPathBytes = 107;
+
+absl::StatusOr<ServerAddress> UnixAddress(absl::string_view text,
+                                          ServerAddress::Kind kind,
+                                          absl::string_view path) {
+  if (path.size() > kMaxUnixPathBytes) {
+    return Malformed(text,
+                     absl::StrCat("a Unix socket's path may have at most ",
+                                  kMaxUnixPathBytes, " bytes, this one has ",
+                                  path.size(), "; choose a shorter one"));
+  }
+  ServerAddress address;
+  address.kind = kind;
+  address.path = std::string(path);
+  return address;
+}
+
 }  // namespace
 
 absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
@@ -41,8 +59,7 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
                        "a Unix socket needs a path, e.g. "
                        "unix:/run/rbln-artifactd.sock");
     }
-    address.path = std::string(rest);
-    return address;
+    return UnixAddress(text, address.kind, rest);
   }
   if (text.empty()) return Malformed(text, "it is empty");
   if (AllDigits(text)) {
@@ -50,9 +67,18 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
                                         " or localhost:", text, "?"));
   }
   if (absl::StartsWith(text, "/")) {
-    address.kind = ServerAddress::Kind::kUnix;
-    address.path = std::string(text);
-    return address;
+    return UnixAddress(text, ServerAddress::Kind::kUnix, text);
+  }
+  // A URL or a gRPC target scheme: the address is what follows it.
+  for (absl::string_view scheme :
+       {"http://", "https://", "grpc://", "tcp://", "dns:", "ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(text, scheme)) {
+      return Malformed(text, absl::StrCat("no scheme: give HOST:PORT without '",
+                                          scheme, "'"));
+    }
+  }
+  if (text == "unix") {
+    return Malformed(text, "did you mean unix:/run/rbln-artifactd.sock?");
   }
   if (absl::StartsWith(text, ".") || absl::EndsWith(text, ".sock")) {
     return Malformed(text,
@@ -75,8 +101,10 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
     return Malformed(text, "an IPv6 host goes in brackets, e.g. [::1]:50051");
   }
   if (host.empty()) {
-    return Malformed(text, absl::StrCat("no host; did you mean 0.0.0.0", text,
-                                        " or localhost", text, "?"));
+    return AllDigits(port)
+               ? Malformed(text, absl::StrCat("no host; did you mean 0.0.0.0",
+                                              text, " or localhost", text, "?"))
+               : Malformed(text, "no host, and the port is not a number");
   }
   uint32_t number = 0;
   if (!AllDigits(port) || !absl::SimpleAtoi(port, &number) || number == 0 ||

@@ -72,6 +72,12 @@ TEST(ParseServerAddressTest, RefusesWithWhatWasLikelyMeant) {
       {"host:http", "the port is a number from 1 to 65535"},
       {"::1:50051", "an IPv6 host goes in brackets"},
       {"[::1:50051", "an IPv6 host goes in brackets"},
+      {"http://localhost:50051", "no scheme: give HOST:PORT without 'http://'"},
+      {"dns:///localhost:50051", "without 'dns:'"},
+      {"unix", "did you mean unix:/run/rbln-artifactd.sock?"},
+      {":50051x", "no host, and the port is not a number"},
+      {"unix:/" + std::string(107, 'a'), "at most 107 bytes, this one has 108"},
+      {"/" + std::string(107, 'a'), "at most 107 bytes"},
   };
   for (const auto& [text, hint] : cases) {
     SCOPED_TRACE(text);
