@@ -623,6 +623,12 @@ absl::StatusOr<DramChoice> ArtifactStore::DeviceFor(
   return spec_table_->ForNpu(artifact.npu());
 }
 
+absl::StatusOr<FileStat> ArtifactStore::StatArtifactDir(
+    absl::string_view name) const {
+  RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
+  return at.env->Stat(at.path);
+}
+
 absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
                                              const ArtifactOptions& options) {
   RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));

@@ -186,6 +186,10 @@ class ArtifactStore {
   // The absolute path of a canonical name in the store.
   std::string PathOf(absl::string_view canonical_name) const;
 
+  // Who owns the directory `name` resolves to, and its mode (the directory
+  // itself, never a link: in a read-only root, what a link leads to).
+  absl::StatusOr<FileStat> StatArtifactDir(absl::string_view name) const;
+
   // Opens an artifact for reading (a consistent snapshot).
   absl::StatusOr<Artifact> Read(absl::string_view name,
                                 const ArtifactOptions& options = {});

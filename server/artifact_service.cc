@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/artifact_name.h"
 #include "core/budget.h"
@@ -183,12 +184,26 @@ ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
       max_concurrent_writes_(max_concurrent_writes) {}
 
 absl::Status ArtifactServiceImpl::Authorize(grpc::ServerContext* context,
-                                            RequestLog& log,
-                                            bool writes) const {
+                                            RequestLog& log, bool writes,
+                                            absl::string_view reads) const {
   absl::StatusOr<Caller> caller = auth_->Identify(*context);
   if (!caller.ok()) return caller.status();
   log.SetCaller(*caller);
-  return writes ? CheckMayWrite(*caller) : absl::OkStatus();
+  if (writes) return CheckMayWrite(*caller);
+  if (reads.empty() || caller->is_operator || !caller->unix_peer.has_value()) {
+    return absl::OkStatus();
+  }
+  // A name that does not resolve is the read's own error to report.
+  absl::StatusOr<FileStat> dir = store_->StatArtifactDir(reads);
+  if (!dir.ok() ||
+      PeerMayRead(*caller->unix_peer, dir->uid, dir->gid, dir->mode)) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      caller->identity, " cannot read ", Echo(reads), " itself (owner ",
+      dir->uid, ":", dir->gid, ", mode ", absl::StrFormat("%04o", dir->mode),
+      "), so the daemon does not read it on its behalf; ask its owner, or "
+      "for operator rights (rbln-artifactd --operators)"));
 }
 
 grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
@@ -196,7 +211,8 @@ grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
     v1::GetKvcacheNumBlocksResponse* resp) {
   const std::string name = LogName(req->artifact());
   RequestLog log(this, context, "GetKvcacheNumBlocks", name);
-  if (absl::Status auth = Authorize(context, log, /*writes=*/false);
+  if (absl::Status auth =
+          Authorize(context, log, /*writes=*/false, req->artifact());
       !auth.ok()) {
     return log.Finish(auth);
   }
@@ -217,8 +233,8 @@ grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
     v1::ResizeResponse* resp) {
   RequestLog log(this, context, "SetKvcacheNumBlocks",
                  LogName(req->artifact()));
-  if (absl::Status auth =
-          Authorize(context, log, /*writes=*/!req->options().dry_run());
+  if (absl::Status auth = Authorize(
+          context, log, /*writes=*/!req->options().dry_run(), req->artifact());
       !auth.ok()) {
     return log.Finish(auth);
   }
@@ -236,8 +252,8 @@ grpc::Status ArtifactServiceImpl::FitMemoryBudget(
     grpc::ServerContext* context, const v1::FitMemoryBudgetRequest* req,
     v1::ResizeResponse* resp) {
   RequestLog log(this, context, "FitMemoryBudget", LogName(req->artifact()));
-  if (absl::Status auth =
-          Authorize(context, log, /*writes=*/!req->options().dry_run());
+  if (absl::Status auth = Authorize(
+          context, log, /*writes=*/!req->options().dry_run(), req->artifact());
       !auth.ok()) {
     return log.Finish(auth);
   }
@@ -371,7 +387,8 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
     v1::DescribeArtifactResponse* resp) {
   const std::string name = LogName(req->artifact());
   RequestLog log(this, context, "DescribeArtifact", name);
-  if (absl::Status auth = Authorize(context, log, /*writes=*/false);
+  if (absl::Status auth =
+          Authorize(context, log, /*writes=*/false, req->artifact());
       !auth.ok()) {
     return log.Finish(auth);
   }

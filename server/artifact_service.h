@@ -104,9 +104,11 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
                    const absl::StatusOr<WriteResult>& result);
 
   // Identifies the caller of `context` into `log`; with `writes`, also
-  // checks that it may write.
+  // checks that it may write. A reader on the Unix socket that names an
+  // artifact (`reads`) must be able to read its directory itself
+  // (PeerMayRead): the daemon is no confused deputy.
   absl::Status Authorize(grpc::ServerContext* context, RequestLog& log,
-                         bool writes) const;
+                         bool writes, absl::string_view reads = "") const;
 
   // The store-relative name for logs (the request's text when invalid).
   std::string LogName(const std::string& requested) const;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -229,11 +230,25 @@ absl::Status Authenticator::ReloadTokens() {
   return absl::OkStatus();
 }
 
+bool PeerMayRead(const UnixPeer& peer, uid_t uid, gid_t gid, uint32_t mode) {
+  if (peer.uid == 0) return true;
+  uint32_t bits = mode & 07;  // others
+  if (peer.uid == uid) {
+    bits = (mode >> 6) & 07;
+  } else if (peer.gid == gid ||
+             std::find(peer.groups.begin(), peer.groups.end(), gid) !=
+                 peer.groups.end()) {
+    bits = (mode >> 3) & 07;
+  }
+  return (bits & 05) == 05;  // read and search
+}
+
 Caller Authenticator::UnixCaller(const UnixPeer& peer) const {
   const std::string user = UserName(peer.uid);
   Caller caller;
   caller.identity = user.empty() ? absl::StrCat("uid:", peer.uid)
                                  : absl::StrCat("user:", user);
+  caller.unix_peer = peer;
   if (options_.default_operators &&
       (peer.uid == 0 || peer.uid == options_.daemon_uid)) {
     caller.is_operator = true;

@@ -36,20 +36,29 @@
 
 namespace rbln {
 
-// An authenticated caller, as the request log and error messages name it.
-struct Caller {
-  std::string identity;  // "cn:fleet-job", "token:ci", "user:alice", ...
-  bool is_operator = false;
-
-  absl::string_view role() const { return is_operator ? "operator" : "reader"; }
-};
-
 // The credentials of a Unix-socket peer at connect time.
 struct UnixPeer {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;  // supplementary groups, when the kernel says
 };
+
+// An authenticated caller, as the request log and error messages name it.
+struct Caller {
+  std::string identity;  // "cn:fleet-job", "token:ci", "user:alice", ...
+  bool is_operator = false;
+  // Set for a Unix-socket peer: a reader there may read only what its own
+  // uid and groups could (PeerMayRead).
+  std::optional<UnixPeer> unix_peer;
+
+  absl::string_view role() const { return is_operator ? "operator" : "reader"; }
+};
+
+// Whether `peer` could list and read a directory owned by `uid`:`gid` with
+// permission bits `mode`: the owner's bits when it owns it, else the group's
+// when it is in the group, else the others'; uid 0 always may. The daemon
+// reads as root, so it reads for a reader only what the reader could read.
+bool PeerMayRead(const UnixPeer& peer, uid_t uid, gid_t gid, uint32_t mode);
 
 // Reads SO_PEERCRED (and SO_PEERGROUPS) of a connected Unix socket.
 absl::StatusOr<UnixPeer> ReadUnixPeer(int fd);

@@ -16,6 +16,20 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Optional;
 
+TEST(PeerMayRead, OwnerGroupOrOthersBitsDecide) {
+  const UnixPeer alice{.uid = 1000, .gid = 1000, .groups = {1000, 50}};
+  EXPECT_TRUE(PeerMayRead(alice, 1000, 0, 0700));   // owner
+  EXPECT_FALSE(PeerMayRead(alice, 1000, 0, 0300));  // owner, no read
+  EXPECT_FALSE(PeerMayRead(alice, 1000, 0, 0077));  // owner bits rule
+  EXPECT_TRUE(PeerMayRead(alice, 0, 50, 0750));     // a supplementary group
+  EXPECT_TRUE(PeerMayRead(alice, 0, 1000, 0750));   // the primary group
+  EXPECT_FALSE(PeerMayRead(alice, 0, 50, 0700));
+  EXPECT_FALSE(PeerMayRead(alice, 0, 50, 0740));  // read without search
+  EXPECT_TRUE(PeerMayRead(alice, 0, 0, 0755));    // others
+  EXPECT_FALSE(PeerMayRead(alice, 0, 0, 0750));
+  EXPECT_TRUE(PeerMayRead({.uid = 0}, 1000, 1000, 0700));  // root
+}
+
 std::string HexSha256(absl::string_view text) {
   const TokenTable::Digest digest = Sha256(text);
   return absl::BytesToHexString(absl::string_view(

@@ -373,6 +373,20 @@ TEST_F(AuthTest, UnixPeersAreKnownByUidAndListedOnesWrite) {
   EXPECT_EQ(get.code, 0) << get;
   Outcome dry = as_user(Set(12, "--dry-run"));
   EXPECT_EQ(dry.code, 0) << dry;
+  // No confused deputy: an artifact the user could not read itself is not
+  // read for it (get, describe, dry run); root still reads it.
+  ASSERT_EQ(chmod(Artifact().c_str(), 0700), 0);
+  for (const std::string& read :
+       {Get(), std::string("--describe --model-id tiny"),
+        Set(12, "--dry-run")}) {
+    Outcome o = as_user(read);
+    EXPECT_EQ(o.code, 1) << o;
+    EXPECT_THAT(o.err, HasSubstr(identity + " cannot read")) << o;
+    EXPECT_THAT(o.err, HasSubstr("mode 0700")) << o;
+  }
+  Outcome root_get = Client(address, "", Get());
+  EXPECT_EQ(root_get.code, 0) << root_get;
+  ASSERT_EQ(chmod(Artifact().c_str(), 0755), 0);
   for (const std::string& write : {Set(12), Fit()}) {
     Outcome o = as_user(write);
     EXPECT_EQ(o.code, 1) << o;
