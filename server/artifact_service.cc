@@ -190,6 +190,7 @@ absl::Status ArtifactServiceImpl::Authorize(grpc::ServerContext* context,
   if (!caller.ok()) return caller.status();
   log.SetCaller(*caller);
   if (writes) return CheckMayWrite(*caller);
+  RBLN_RETURN_IF_ERROR(CheckNameForPeer(context, reads, "artifact"));
   if (reads.empty() || caller->is_operator || !caller->unix_peer.has_value()) {
     return absl::OkStatus();
   }
@@ -216,8 +217,6 @@ grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
       !auth.ok()) {
     return log.Finish(auth);
   }
-  absl::Status allowed = CheckNameForPeer(context, req->artifact(), "artifact");
-  if (!allowed.ok()) return log.Finish(allowed);
   absl::StatusOr<Artifact> artifact = store_->Read(req->artifact());
   if (!artifact.ok()) return log.Finish(artifact.status());
   resp->set_artifact(name);  // canonical: the read succeeded
@@ -392,8 +391,6 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
       !auth.ok()) {
     return log.Finish(auth);
   }
-  absl::Status allowed = CheckNameForPeer(context, req->artifact(), "artifact");
-  if (!allowed.ok()) return log.Finish(allowed);
   absl::StatusOr<Artifact> artifact =
       store_->Read(req->artifact(), {.verify_payload = req->verify_payload()});
   if (!artifact.ok()) return log.Finish(artifact.status());

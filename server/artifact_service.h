@@ -104,9 +104,10 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
                    const absl::StatusOr<WriteResult>& result);
 
   // Identifies the caller of `context` into `log`; with `writes`, also
-  // checks that it may write. A reader on the Unix socket that names an
-  // artifact (`reads`) must be able to read its directory itself
-  // (PeerMayRead): the daemon is no confused deputy.
+  // checks that it may write. An artifact named for reading (`reads`) must
+  // be named as the caller's transport allows (no absolute path over TCP),
+  // and a reader on the Unix socket must be able to read its directory
+  // itself (PeerMayRead): the daemon is no confused deputy.
   absl::Status Authorize(grpc::ServerContext* context, RequestLog& log,
                          bool writes, absl::string_view reads = "") const;
 
