@@ -573,6 +573,15 @@ int main(int argc, char** argv) {
   // Logs go to stderr (the journal, under systemd); stdout stays quiet.
   spdlog::set_default_logger(spdlog::stderr_color_mt("rbln-artifactd"));
   spdlog::set_level(level);
+  // Before anything listens, so that the warning is in the log by the time
+  // a caller can connect.
+  for (const std::string& address : insecure_remote) {
+    spdlog::warn(
+        "--allow-insecure-tcp: {} is plaintext and reachable from other "
+        "hosts; anyone who reaches it can read, and tokens would travel in "
+        "clear",
+        address);
+  }
 
   auto chosen = ChooseDramProvider(device_dram, rbln_smi, probe_timeout_s);
   if (!chosen.ok()) {
@@ -646,6 +655,18 @@ int main(int argc, char** argv) {
     unix_listeners.push_back(*std::move(listener));
   }
   umask(old_umask);
+  // The group is set before any connection is accepted, so that a member
+  // never meets the socket still in root's group.
+  if (socket_gid.has_value()) {
+    const std::optional<std::string> failed =
+        ChownUnixSockets(addresses, *socket_gid);
+    if (failed.has_value()) {
+      unix_listeners.clear();
+      RemoveUnixSockets(listen);
+      return Fail(kExitConfig,
+                  absl::StrCat("--socket-group ", socket_group, ": ", *failed));
+    }
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr) {
     // gRPC says only that it failed (in a log line): find out which address
@@ -673,16 +694,6 @@ int main(int argc, char** argv) {
                                                  ": ", started.message()));
     }
   }
-  if (socket_gid.has_value()) {
-    const std::optional<std::string> failed =
-        ChownUnixSockets(addresses, *socket_gid);
-    if (failed.has_value()) {
-      server->Shutdown();
-      RemoveUnixSockets(listen);
-      return Fail(kExitConfig,
-                  absl::StrCat("--socket-group ", socket_group, ": ", *failed));
-    }
-  }
   // Health by service name too ("" is SERVING from the start), for probes
   // that name the service.
   server->GetHealthCheckService()->SetServingStatus(
@@ -703,13 +714,6 @@ int main(int argc, char** argv) {
                            : "uid 0 and the daemon's uid on the Unix "
                              "socket, ",
       operators.empty() ? "no others" : absl::StrJoin(operators, ","));
-  for (const std::string& address : insecure_remote) {
-    spdlog::warn(
-        "--allow-insecure-tcp: {} is plaintext and reachable from other "
-        "hosts; anyone who reaches it can read, and tokens would travel in "
-        "clear",
-        address);
-  }
 
   // Shutdown (docs/security.md): at the signal no new calls are taken; the
   // running writes get the grace period; then every write not yet at its
