@@ -46,6 +46,7 @@
 #include "core/subprocess.h"
 #include "server/artifact_service.h"
 #include "server/auth.h"
+#include "server/tls_files.h"
 #include "server/unix_listener.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -228,23 +229,6 @@ bool IsLoopbackHost(const std::string& host) {
          IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
-// A PEM file named by `flag`, whole (certificates and keys are small).
-absl::StatusOr<std::string> ReadPemFile(const std::string& flag,
-                                        const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read ", flag, " ", path, ": ", strerror(errno)));
-  }
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  if (text.find("-----BEGIN ") == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, " ", path, " holds no PEM block"));
-  }
-  return text;
-}
-
 // `--rbln-smi none`: no probe, the spec table only (a host whose rbln-smi
 // misbehaves, or a reproducible setup).
 constexpr char kNoProbe[] = "none";
@@ -389,10 +373,10 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   unsigned int tls_reload_seconds = 60;
   app.add_option("--tls-reload-seconds", tls_reload_seconds,
-                 "How often the TLS files are read again (rotation without a "
-                 "restart; connections stay up); a file that cannot be read "
-                 "keeps the last good one")
-      ->check(CLI::Range(1, 86400))
+                 "How often the TLS files are checked for a rotation, as "
+                 "SIGHUP does at once (0: only on SIGHUP); connections stay "
+                 "up, and a set that fails its checks keeps the old one")
+      ->check(CLI::Range(0, 86400))
       ->capture_default_str();
   app.add_flag("--allow-insecure-tcp", allow_insecure_tcp,
                "Allow a TCP listener on a non-loopback address without TLS "
@@ -521,35 +505,18 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  // The files are read once here, so that a missing or empty one is a
-  // start-up error; gRPC's file watcher then reads them again every
-  // --tls-reload-seconds and keeps the last good set when a read fails.
-  std::shared_ptr<grpc::ServerCredentials> tcp_credentials =
-      grpc::InsecureServerCredentials();
+  // The TLS files are checked here, so that a bad set is a start-up error;
+  // the copies gRPC serves from are made once the store is open
+  // (server/tls_files.h).
+  const rbln::TlsFilePaths tls_paths{
+      .cert = tls_cert, .key = tls_key, .client_ca = tls_client_ca};
+  std::optional<rbln::TlsMaterial> tls_material;
   if (tls) {
-    for (const auto& [flag, path] :
-         {std::pair<std::string, std::string>{"--tls-cert", tls_cert},
-          {"--tls-key", tls_key},
-          {"--tls-client-ca", tls_client_ca}}) {
-      if (path.empty()) continue;
-      absl::StatusOr<std::string> pem = ReadPemFile(flag, path);
-      if (!pem.ok())
-        return Fail(kExitConfig, std::string(pem.status().message()));
+    absl::StatusOr<rbln::TlsMaterial> loaded = rbln::LoadTlsMaterial(tls_paths);
+    if (!loaded.ok()) {
+      return Fail(kExitConfig, std::string(loaded.status().message()));
     }
-    auto provider =
-        std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-            tls_key, tls_cert, tls_client_ca, tls_reload_seconds);
-    grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
-    tls_options.watch_identity_key_cert_pairs();
-    if (!tls_client_ca.empty()) {
-      tls_options.watch_root_certs();
-      tls_options.set_cert_request_type(
-          GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    } else {
-      tls_options.set_cert_request_type(
-          GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-    }
-    tcp_credentials = grpc::experimental::TlsServerCredentials(tls_options);
+    tls_material = *std::move(loaded);
   }
   absl::StatusOr<std::unique_ptr<rbln::Authenticator>> auth =
       rbln::Authenticator::Create(
@@ -616,6 +583,32 @@ int main(int argc, char** argv) {
     auto problem =
         CheckListenAddress(listen[i], addresses[i], listen_value_code);
     if (problem.has_value()) return Fail(problem->first, problem->second);
+  }
+
+  std::shared_ptr<grpc::ServerCredentials> tcp_credentials =
+      grpc::InsecureServerCredentials();
+  std::unique_ptr<rbln::TlsFileMirror> tls_mirror;
+  if (tls_material.has_value()) {
+    absl::StatusOr<std::unique_ptr<rbln::TlsFileMirror>> mirror =
+        rbln::TlsFileMirror::Create(
+            absl::StrCat((*store)->root(), "/", rbln::kStateDirName, "/tls"),
+            *tls_material);
+    if (!mirror.ok()) {
+      return Fail(kExitConfig, std::string(mirror.status().message()));
+    }
+    tls_mirror = *std::move(mirror);
+    grpc::experimental::TlsServerCredentialsOptions tls_options(
+        tls_mirror->NewProvider());
+    tls_options.watch_identity_key_cert_pairs();
+    if (!tls_client_ca.empty()) {
+      tls_options.watch_root_certs();
+      tls_options.set_cert_request_type(
+          GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    } else {
+      tls_options.set_cert_request_type(
+          GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    }
+    tcp_credentials = grpc::experimental::TlsServerCredentials(tls_options);
   }
 
   rbln::ArtifactServiceImpl service(store->get(), dram.get(), auth->get(),
@@ -722,9 +715,44 @@ int main(int argc, char** argv) {
   // stuck (in the kernel, say) the process logs what was running and ends
   // by grace + kForcedExitSeconds.
   std::atomic<bool> stopped{false};
+  // Rotation: SIGHUP reads the tokens and the TLS files again, and the TLS
+  // files are also looked at every --tls-reload-seconds. A set that fails
+  // its checks is logged (once per distinct reason) and the old one stays.
+  std::string last_tls_error;
+  const auto reload_tls = [&](const std::string& why) {
+    if (tls_mirror == nullptr) return;
+    absl::StatusOr<bool> changed = tls_mirror->Reload(tls_paths);
+    if (!changed.ok()) {
+      const std::string error(changed.status().message());
+      if (error != last_tls_error) {
+        spdlog::error("{}: kept the old TLS files: {}", why, error);
+      }
+      last_tls_error = error;
+      return;
+    }
+    last_tls_error.clear();
+    if (*changed) {
+      spdlog::info("{}: reloaded the TLS files {}", why,
+                   absl::StrJoin({tls_cert, tls_key, tls_client_ca}, " ",
+                                 [](std::string* out, const std::string& f) {
+                                   if (!f.empty()) out->append(f);
+                                 }));
+    }
+  };
   std::thread waiter([&]() {
     int signal_number = 0;
-    while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    while (true) {
+      if (tls_mirror != nullptr && tls_reload_seconds > 0) {
+        const timespec period = {.tv_sec = tls_reload_seconds, .tv_nsec = 0};
+        signal_number = sigtimedwait(&signals, nullptr, &period);
+        if (signal_number < 0) {
+          if (errno == EAGAIN) reload_tls("--tls-reload-seconds");
+          continue;
+        }
+      } else if (sigwait(&signals, &signal_number) != 0) {
+        break;
+      }
+      if (signal_number != SIGHUP) break;
       absl::Status reloaded = (*auth)->ReloadTokens();
       if (reloaded.ok()) {
         spdlog::info("SIGHUP: reloaded {}", tokens_file.empty()
@@ -734,6 +762,7 @@ int main(int argc, char** argv) {
         spdlog::error("SIGHUP: kept the old tokens: {}",
                       std::string(reloaded.message()));
       }
+      reload_tls("SIGHUP");
     }
     // No new connections on the Unix sockets either.
     for (auto& listener : unix_listeners) listener->Stop();

@@ -10,15 +10,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "rbln/artifact/v1/artifact_service.grpc.pb.h"
 #include "tests/daemon_fixture.h"
 #include "tests/test_certificates.h"
 
@@ -28,6 +32,7 @@ namespace {
 using ::rbln::e2e::Certificates;
 using ::rbln::e2e::CountOnDisk;
 using ::rbln::e2e::Daemon;
+using ::rbln::e2e::HeldArtifactLock;
 using ::rbln::e2e::kCommandTimeout;
 using ::rbln::e2e::Outcome;
 using ::rbln::e2e::PickFreePort;
@@ -79,6 +84,19 @@ class AuthTest : public ::testing::Test {
         "none",    "--log-level", "info",     "--device-dram", "16GiB"};
     all.insert(all.end(), flags.begin(), flags.end());
     StartDaemonWithFlags(root_.path(), listen, all, &daemon_);
+  }
+
+  // Whether the daemon's log comes to hold `text` (bounded wait).
+  bool AwaitLog(const std::string& text) {
+    for (int i = 0; i < 500; ++i) {
+      if (ReadIfExists(daemon_.stderr_path).find(text) != std::string::npos) {
+        return true;
+      }
+      usleep(10 * 1000);
+    }
+    ADD_FAILURE() << "the daemon never logged \"" << text << "\"\n"
+                  << daemon_.Logs();
+    return false;
   }
 
   std::vector<std::string> TlsFlags() const {
@@ -212,6 +230,94 @@ TEST_F(AuthTest, CertificateFilesAreReloadedWithoutARestart) {
   EXPECT_EQ(reader.code, 0) << reader;
 }
 
+// SIGHUP switches the server to a rotated certificate for new connections,
+// while a write held on a connection made before keeps going and commits; a
+// rotation whose key does not match is refused and the old pair serves on.
+TEST_F(AuthTest, SighupRotatesTheCertificateAndCancelsNoWrite) {
+  const std::string cert = root_.Join("server.pem");
+  const std::string key = root_.Join("server.key");
+  WriteFileOrDie(cert, ReadIfExists(certs_->Pem("server")));
+  WriteFileOrDie(key, ReadIfExists(certs_->Key("server")));
+  const std::string address = absl::StrCat("127.0.0.1:", PickFreePort());
+  ASSERT_NO_FATAL_FAILURE(
+      Start(address, {"--tls-cert", cert, "--tls-key", key, "--tls-client-ca",
+                      certs_->Pem("ca"), "--tls-reload-seconds", "0",
+                      "--operators", "cn:operator"}));
+  // The operator's client, trusting the server's CA `ca`.
+  const auto trusting = [&](const char* ca) {
+    return absl::StrCat("--tls-ca ", ShellQuote(certs_->Pem(ca)),
+                        " --tls-cert ", ShellQuote(certs_->Pem("operator")),
+                        " --tls-key ", ShellQuote(certs_->Key("operator")));
+  };
+  EXPECT_EQ(Client(address, trusting("ca"), Get()).code, 0);
+  EXPECT_EQ(Client(address, trusting("foreign-ca"), Get()).code,
+            kClientUnreachable);
+
+  // A write that waits for the artifact's lock, on a connection made now.
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = ReadIfExists(certs_->Pem("ca"));
+  ssl.pem_private_key = ReadIfExists(certs_->Key("operator"));
+  ssl.pem_cert_chain = ReadIfExists(certs_->Pem("operator"));
+  auto stub = v1::ArtifactService::NewStub(
+      grpc::CreateChannel(address, grpc::SslCredentials(ssl)));
+  HeldArtifactLock lock(store_, "tiny");
+  ASSERT_TRUE(lock.held());
+  v1::SetKvcacheNumBlocksRequest request;
+  request.set_artifact("tiny");
+  request.set_num_blocks(12);
+  request.mutable_options()->set_operation_id("auth-test-rotation");
+  grpc::Status write_status;
+  v1::ResizeResponse write_reply;
+  grpc::ClientContext write_context;
+  write_context.set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::seconds(60));
+  std::thread writer([&] {
+    write_status =
+        stub->SetKvcacheNumBlocks(&write_context, request, &write_reply);
+  });
+  v1::GetWriteProgressRequest poll;
+  poll.set_operation_id("auth-test-rotation");
+  v1::GetWriteProgressResponse progress;
+  for (int i = 0; i < 500 && progress.state() != v1::WRITE_STATE_WAITING;
+       ++i) {  // bounded: until the write waits for the lock
+    grpc::ClientContext context;
+    EXPECT_TRUE(stub->GetWriteProgress(&context, poll, &progress).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(progress.state(), v1::WRITE_STATE_WAITING);
+
+  // A key that does not belong to the certificate: refused, the old pair
+  // serves on.
+  WriteFileOrDie(cert, ReadIfExists(certs_->Pem("rotated")));
+  ASSERT_EQ(kill(daemon_.pid, SIGHUP), 0);
+  ASSERT_TRUE(AwaitLog("kept the old TLS files"));
+  EXPECT_THAT(ReadIfExists(daemon_.stderr_path),
+              HasSubstr("does not belong to the certificate"));
+  EXPECT_EQ(Client(address, trusting("ca"), Get()).code, 0);
+
+  // The whole pair: new connections meet the rotated certificate.
+  WriteFileOrDie(key, ReadIfExists(certs_->Key("rotated")));
+  ASSERT_EQ(kill(daemon_.pid, SIGHUP), 0);
+  ASSERT_TRUE(AwaitLog("SIGHUP: reloaded the TLS files"));
+  Outcome rotated;
+  for (int i = 0; i < 30; ++i) {  // bounded: until gRPC's watcher reads it
+    rotated = Client(address, trusting("foreign-ca"), Get());
+    if (rotated.code == 0) break;
+  }
+  EXPECT_EQ(rotated.code, 0) << rotated << daemon_.Logs();
+  EXPECT_EQ(Client(address, trusting("ca"), Get()).code, kClientUnreachable);
+
+  // The held connection is still up and its write was not cancelled.
+  grpc::ClientContext context;
+  EXPECT_TRUE(stub->GetWriteProgress(&context, poll, &progress).ok());
+  EXPECT_TRUE(progress.running());
+  lock.Release();
+  writer.join();
+  ASSERT_TRUE(write_status.ok()) << write_status.error_message();
+  EXPECT_EQ(write_reply.new_num_blocks(), 12u);
+  EXPECT_EQ(CountOnDisk(Artifact()), 12u);
+}
+
 TEST_F(AuthTest, TokensGoodWrongAndMissing) {
   const std::string tokens = root_.Join("tokens");
   // sha256sum of the token text, as docs/security.md tells operators to
@@ -259,27 +365,12 @@ TEST_F(AuthTest, TokensGoodWrongAndMissing) {
                    ShellQuote(tokens)));
   EXPECT_EQ(Client(address, token("rotated"), Get()).code, kClientDenied);
   ASSERT_EQ(kill(daemon_.pid, SIGHUP), 0);
-  Outcome rotated;
-  for (int i = 0; i < 500; ++i) {  // until the reload is logged, bounded
-    if (ReadIfExists(daemon_.stderr_path).find("SIGHUP: reloaded") !=
-        std::string::npos) {
-      break;
-    }
-    usleep(10 * 1000);
-  }
-  rotated = Client(address, token("rotated"), Get());
+  ASSERT_TRUE(AwaitLog("SIGHUP: reloaded"));
+  Outcome rotated = Client(address, token("rotated"), Get());
   EXPECT_EQ(rotated.code, 0) << rotated << daemon_.Logs();
   WriteFileOrDie(tokens, "not a tokens file\n");
   ASSERT_EQ(kill(daemon_.pid, SIGHUP), 0);
-  for (int i = 0; i < 500; ++i) {
-    if (ReadIfExists(daemon_.stderr_path).find("kept the old tokens") !=
-        std::string::npos) {
-      break;
-    }
-    usleep(10 * 1000);
-  }
-  EXPECT_THAT(ReadIfExists(daemon_.stderr_path),
-              HasSubstr("kept the old tokens"));
+  ASSERT_TRUE(AwaitLog("kept the old tokens"));
   Outcome kept = Client(address, token("ci"), Get());
   EXPECT_EQ(kept.code, 0) << kept;
 }

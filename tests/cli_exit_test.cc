@@ -91,23 +91,6 @@ std::string Str(const rapidjson::Value& object, const char* field) {
   return object[field].GetString();
 }
 
-// An artifact's cross-process lock, held as a maintenance tool holds it:
-// writers of the artifact wait until it is released.
-class HeldArtifactLock {
- public:
-  HeldArtifactLock(const std::string& store, const std::string& name) {
-    absl::StatusOr<std::unique_ptr<FileLock>> lock = Env::Default()->LockFile(
-        ArtifactLockPath(store, name), /*exclusive=*/true, /*wait=*/false);
-    EXPECT_TRUE(lock.ok()) << lock.status();
-    if (lock.ok()) lock_ = *std::move(lock);
-  }
-  bool held() const { return lock_ != nullptr; }
-  void Release() { lock_.reset(); }
-
- private:
-  std::unique_ptr<FileLock> lock_;
-};
-
 class CliExitTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -34,6 +34,7 @@
 #include "absl/strings/str_split.h"
 #include "core/artifact.h"
 #include "core/env.h"
+#include "core/store.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
@@ -192,6 +193,24 @@ struct Daemon {
     return absl::StrCat("daemon stdout:\n", ReadIfExists(stdout_path),
                         "daemon stderr:\n", ReadIfExists(stderr_path));
   }
+};
+
+// An artifact's cross-process lock, held as a maintenance tool holds it:
+// writers of the artifact wait until it is released.
+class HeldArtifactLock {
+ public:
+  HeldArtifactLock(const std::string& store, const std::string& name) {
+    absl::StatusOr<std::unique_ptr<::rbln::FileLock>> lock =
+        ::rbln::Env::Default()->LockFile(::rbln::ArtifactLockPath(store, name),
+                                         /*exclusive=*/true, /*wait=*/false);
+    EXPECT_TRUE(lock.ok()) << lock.status();
+    if (lock.ok()) lock_ = *std::move(lock);
+  }
+  bool held() const { return lock_ != nullptr; }
+  void Release() { lock_.reset(); }
+
+ private:
+  std::unique_ptr<::rbln::FileLock> lock_;
 };
 
 // Starts rbln-artifactd with `flags` and waits until `address` accepts

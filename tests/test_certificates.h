@@ -46,6 +46,8 @@ class Certificates {
     Issue("operator", "ca", "operator", "client.ext");
     Issue("reader", "ca", "reader", "client.ext");
     Issue("stranger", "foreign-ca", "operator", "client.ext");
+    // The server's certificate after a rotation to another CA.
+    Issue("rotated", "foreign-ca", "localhost", "server.ext");
   }
 
   std::string Pem(absl::string_view name) const {
