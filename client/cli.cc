@@ -839,6 +839,11 @@ std::string FormatList(const v1::ListArtifactsResponse& reply) {
                       "\n");
     }
   }
+  if (reply.not_readable() > 0) {
+    absl::StrAppend(&skipped, "left out ", reply.not_readable(),
+                    " artifact(s) you cannot read yourself (ask their owner, "
+                    "or for operator rights: rbln-artifactd --operators)\n");
+  }
   if (reply.artifacts_size() == 0) return text + "(no artifacts)\n" + skipped;
   bool any_error = std::any_of(
       reply.artifacts().begin(), reply.artifacts().end(),

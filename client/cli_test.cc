@@ -610,6 +610,10 @@ TEST(FormatTest, ListShowsReadOnlyRootsAndWhatWasSkipped) {
   EXPECT_THAT(FormatList(reply),
               HasSubstr("(no artifacts)\nskipped 1:\n  linked: a symbolic "
                         "link\n"));
+  reply.set_not_readable(2);
+  EXPECT_THAT(FormatList(reply),
+              HasSubstr("  linked: a symbolic link\nleft out 2 artifact(s) "
+                        "you cannot read yourself"));
 }
 
 TEST(FormatTest, DeviceTable) {

@@ -183,26 +183,34 @@ ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
       auth_(auth),
       max_concurrent_writes_(max_concurrent_writes) {}
 
-absl::Status ArtifactServiceImpl::Authorize(grpc::ServerContext* context,
-                                            RequestLog& log, bool writes,
-                                            absl::string_view reads) const {
-  absl::StatusOr<Caller> caller = auth_->Identify(*context);
-  if (!caller.ok()) return caller.status();
-  log.SetCaller(*caller);
-  if (writes) return CheckMayWrite(*caller);
+absl::StatusOr<Caller> ArtifactServiceImpl::Authorize(
+    grpc::ServerContext* context, RequestLog& log, bool writes,
+    absl::string_view reads) const {
+  RBLN_ASSIGN_OR_RETURN(Caller caller, auth_->Identify(*context));
+  log.SetCaller(caller);
+  if (writes) {
+    RBLN_RETURN_IF_ERROR(CheckMayWrite(caller));
+    return caller;
+  }
   RBLN_RETURN_IF_ERROR(CheckNameForPeer(context, reads, "artifact"));
-  if (reads.empty() || caller->is_operator || !caller->unix_peer.has_value()) {
+  if (!reads.empty()) RBLN_RETURN_IF_ERROR(CheckReadsItself(caller, reads));
+  return caller;
+}
+
+absl::Status ArtifactServiceImpl::CheckReadsItself(
+    const Caller& caller, absl::string_view name) const {
+  if (caller.is_operator || !caller.unix_peer.has_value()) {
     return absl::OkStatus();
   }
   // A name that does not resolve is the read's own error to report.
-  absl::StatusOr<FileStat> dir = store_->StatArtifactDir(reads);
+  absl::StatusOr<FileStat> dir = store_->StatArtifactDir(name);
   if (!dir.ok() ||
-      PeerMayRead(*caller->unix_peer, dir->uid, dir->gid, dir->mode)) {
+      PeerMayRead(*caller.unix_peer, dir->uid, dir->gid, dir->mode)) {
     return absl::OkStatus();
   }
   return absl::PermissionDeniedError(absl::StrCat(
-      caller->identity, " cannot read ", Echo(reads), " itself (owner ",
-      dir->uid, ":", dir->gid, ", mode ", absl::StrFormat("%04o", dir->mode),
+      caller.identity, " cannot read ", Echo(name), " itself (owner ", dir->uid,
+      ":", dir->gid, ", mode ", absl::StrFormat("%04o", dir->mode),
       "), so the daemon does not read it on its behalf; ask its owner, or "
       "for operator rights (rbln-artifactd --operators)"));
 }
@@ -212,10 +220,9 @@ grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
     v1::GetKvcacheNumBlocksResponse* resp) {
   const std::string name = LogName(req->artifact());
   RequestLog log(this, context, "GetKvcacheNumBlocks", name);
-  if (absl::Status auth =
-          Authorize(context, log, /*writes=*/false, req->artifact());
+  if (auto auth = Authorize(context, log, /*writes=*/false, req->artifact());
       !auth.ok()) {
-    return log.Finish(auth);
+    return log.Finish(auth.status());
   }
   absl::StatusOr<Artifact> artifact = store_->Read(req->artifact());
   if (!artifact.ok()) return log.Finish(artifact.status());
@@ -232,10 +239,10 @@ grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
     v1::ResizeResponse* resp) {
   RequestLog log(this, context, "SetKvcacheNumBlocks",
                  LogName(req->artifact()));
-  if (absl::Status auth = Authorize(
-          context, log, /*writes=*/!req->options().dry_run(), req->artifact());
+  if (auto auth = Authorize(context, log, /*writes=*/!req->options().dry_run(),
+                            req->artifact());
       !auth.ok()) {
-    return log.Finish(auth);
+    return log.Finish(auth.status());
   }
   WriteRequest request;
   request.name = req->artifact();
@@ -251,10 +258,10 @@ grpc::Status ArtifactServiceImpl::FitMemoryBudget(
     grpc::ServerContext* context, const v1::FitMemoryBudgetRequest* req,
     v1::ResizeResponse* resp) {
   RequestLog log(this, context, "FitMemoryBudget", LogName(req->artifact()));
-  if (absl::Status auth = Authorize(
-          context, log, /*writes=*/!req->options().dry_run(), req->artifact());
+  if (auto auth = Authorize(context, log, /*writes=*/!req->options().dry_run(),
+                            req->artifact());
       !auth.ok()) {
-    return log.Finish(auth);
+    return log.Finish(auth.status());
   }
   absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(req->budget());
   if (!budget.ok()) return log.Finish(budget.status());
@@ -386,10 +393,9 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
     v1::DescribeArtifactResponse* resp) {
   const std::string name = LogName(req->artifact());
   RequestLog log(this, context, "DescribeArtifact", name);
-  if (absl::Status auth =
-          Authorize(context, log, /*writes=*/false, req->artifact());
+  if (auto auth = Authorize(context, log, /*writes=*/false, req->artifact());
       !auth.ok()) {
-    return log.Finish(auth);
+    return log.Finish(auth.status());
   }
   absl::StatusOr<Artifact> artifact =
       store_->Read(req->artifact(), {.verify_payload = req->verify_payload()});
@@ -447,10 +453,8 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
     grpc::ServerContext* context, const v1::ListArtifactsRequest*,
     v1::ListArtifactsResponse* resp) {
   RequestLog log(this, context, "ListArtifacts", "");
-  if (absl::Status auth = Authorize(context, log, /*writes=*/false);
-      !auth.ok()) {
-    return log.Finish(auth);
-  }
+  absl::StatusOr<Caller> caller = Authorize(context, log, /*writes=*/false);
+  if (!caller.ok()) return log.Finish(caller.status());
   absl::StatusOr<StoreListing> listing = store_->ListAll();
   if (!listing.ok()) return log.Finish(listing.status());
   resp->set_store(store_->root());
@@ -466,6 +470,12 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
     skipped->set_reason(WireText(entry.reason));
   }
   for (const std::string& name : listing->names) {
+    // A reader on the Unix socket sees only what it could read itself, and
+    // how many were left out.
+    if (!CheckReadsItself(*caller, name).ok()) {
+      resp->set_not_readable(resp->not_readable() + 1);
+      continue;
+    }
     v1::ArtifactSummary* summary = resp->add_artifacts();
     // A directory name is any bytes; a reply's strings must be UTF-8.
     const std::string shown = WireName(name);
@@ -495,9 +505,8 @@ grpc::Status ArtifactServiceImpl::GetDeviceInfo(
     grpc::ServerContext* context, const v1::GetDeviceInfoRequest*,
     v1::GetDeviceInfoResponse* resp) {
   RequestLog log(this, context, "GetDeviceInfo", "");
-  if (absl::Status auth = Authorize(context, log, /*writes=*/false);
-      !auth.ok()) {
-    return log.Finish(auth);
+  if (auto auth = Authorize(context, log, /*writes=*/false); !auth.ok()) {
+    return log.Finish(auth.status());
   }
   const DeviceReport report = dram_->Report();
   resp->set_source(report.source);

@@ -108,8 +108,14 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
   // be named as the caller's transport allows (no absolute path over TCP),
   // and a reader on the Unix socket must be able to read its directory
   // itself (PeerMayRead): the daemon is no confused deputy.
-  absl::Status Authorize(grpc::ServerContext* context, RequestLog& log,
-                         bool writes, absl::string_view reads = "") const;
+  // Returns the caller.
+  absl::StatusOr<Caller> Authorize(grpc::ServerContext* context,
+                                   RequestLog& log, bool writes,
+                                   absl::string_view reads = "") const;
+  // PERMISSION_DENIED when `caller` is a non-operator Unix peer whose uid
+  // and groups could not read the artifact `name` themselves.
+  absl::Status CheckReadsItself(const Caller& caller,
+                                absl::string_view name) const;
 
   // The store-relative name for logs (the request's text when invalid).
   std::string LogName(const std::string& requested) const;

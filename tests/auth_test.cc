@@ -47,6 +47,7 @@ using ::rbln::testing::HashTree;
 using ::rbln::testing::TempDir;
 using ::rbln::testing::WriteFileOrDie;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kClientDenied = 4;
 constexpr int kClientUnreachable = 3;
@@ -477,7 +478,20 @@ TEST_F(AuthTest, UnixPeersAreKnownByUidAndListedOnesWrite) {
   }
   Outcome root_get = Client(address, "", Get());
   EXPECT_EQ(root_get.code, 0) << root_get;
+  // --list leaves it out for the user, and says so; root lists it.
+  Outcome user_list = as_user("--list");
+  EXPECT_EQ(user_list.code, 0) << user_list;
+  EXPECT_THAT(user_list.out, Not(HasSubstr("tiny"))) << user_list;
+  EXPECT_THAT(user_list.out,
+              HasSubstr("left out 1 artifact(s) you cannot read yourself"));
+  Outcome user_json = as_user("--list --json");
+  EXPECT_THAT(user_json.out, HasSubstr("\"not_readable\":1")) << user_json;
+  Outcome root_list = Client(address, "", "--list");
+  EXPECT_THAT(root_list.out, HasSubstr("tiny")) << root_list;
+  EXPECT_THAT(root_list.out, Not(HasSubstr("left out"))) << root_list;
   ASSERT_EQ(chmod(Artifact().c_str(), 0755), 0);
+  Outcome readable = as_user("--list");
+  EXPECT_THAT(readable.out, HasSubstr("tiny")) << readable;
   for (const std::string& write : {Set(12), Fit()}) {
     Outcome o = as_user(write);
     EXPECT_EQ(o.code, 1) << o;
