@@ -173,7 +173,7 @@ void LogEvent(spdlog::level::level_enum level, absl::string_view message,
     return;
   }
   t_fields = &fields;
-  spdlog::log(level, "{}", message);
+  spdlog::log(level, "{}", std::string(message));
   t_fields = nullptr;
 }
 

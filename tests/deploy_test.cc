@@ -53,11 +53,9 @@ class ScopedEnv {
   const char* name_;
 };
 
-// A file of the source tree; ctest sets $RBLN_SOURCE_DIR.
+// A file of the source tree (RBLN_SOURCE_DIR: tests/CMakeLists.txt).
 std::string SourcePath(absl::string_view relative) {
-  const char* dir = getenv("RBLN_SOURCE_DIR");
-  EXPECT_NE(dir, nullptr) << "run under ctest, or set RBLN_SOURCE_DIR";
-  return absl::StrCat(dir != nullptr ? dir : ".", "/", relative);
+  return absl::StrCat(RBLN_SOURCE_DIR, "/", relative);
 }
 
 // `text` with `from` replaced by `to`; fails the test when `from` is not in
@@ -106,7 +104,7 @@ TEST_F(DeployTest, ExampleConfigStartsTheDaemon) {
   EXPECT_EQ(st.st_mode & 07777, 0660u);
   EXPECT_EQ(st.st_gid, own->gr_gid);
   Synthesize("tiny", absl::StrCat(store_, "/tiny"));
-  Outcome get = Client("--get-kvcache-num-blocks --model-id tiny");
+  Outcome get = Client("--get-kvcache-num-blocks --model-id store/tiny");
   EXPECT_EQ(get.code, 0) << get << daemon_.Logs();
   EXPECT_EQ(get.out, "16\n");
   // log-format = "text": the request log is logfmt.
@@ -196,7 +194,8 @@ TEST_F(DeployTest, JsonLogsOneObjectALineWithTheRequestsFields) {
                        {"--store", store_, "--listen", address, "--log-format",
                         "json", "--rbln-smi", "none"},
                        &daemon_);
-  EXPECT_EQ(Client("--set-kvcache-num-blocks 8 --model-id tiny").code, 0);
+  EXPECT_EQ(Client("--set-kvcache-num-blocks 12 --model-id store/tiny").code,
+            0);
   // A name with a line break, a quote and a terminal escape must not break
   // the line or the object.
   Outcome bad = Client(
@@ -227,7 +226,7 @@ TEST_F(DeployTest, JsonLogsOneObjectALineWithTheRequestsFields) {
       EXPECT_EQ(StringField(line, "level"), "info");
       EXPECT_EQ(StringField(line, "artifact"), "tiny");
       ASSERT_TRUE(line.HasMember("new") && line["new"].IsInt64());
-      EXPECT_EQ(line["new"].GetInt64(), 8);
+      EXPECT_EQ(line["new"].GetInt64(), 12);
       ASSERT_TRUE(line.HasMember("written") && line["written"].IsBool());
       EXPECT_TRUE(line["written"].GetBool());
     } else {
@@ -253,7 +252,7 @@ TEST_F(DeployTest, UnknownLogFormatIsAUsageError) {
                    " --store ", ShellQuote(store_), " --log-format yaml"),
       &output);
   EXPECT_EQ(code, kExUsage) << output;
-  EXPECT_THAT(output, HasSubstr("--log-format: unknown format \"yaml\"; use "
+  EXPECT_THAT(output, HasSubstr("--log-format: unknown format yaml; use "
                                 "text or json"));
 }
 
