@@ -15,9 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -111,6 +114,74 @@ TEST_F(DeployTest, ExampleConfigStartsTheDaemon) {
   StopDaemon(&daemon_);
   EXPECT_THAT(ReadIfExists(daemon_.stderr_path),
               HasSubstr("method=GetKvcacheNumBlocks artifact=\"tiny\""));
+}
+
+// The unit's AmbientCapabilities= as setpriv takes them: "+chown,+fowner".
+std::string UnitCapabilities() {
+  const std::string unit =
+      ReadFileOrDie(SourcePath("deploy/rbln-artifactd.service"));
+  std::vector<std::string> caps;
+  for (absl::string_view line : absl::StrSplit(unit, '\n')) {
+    if (!absl::ConsumePrefix(&line, "AmbientCapabilities=")) continue;
+    for (absl::string_view cap : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      EXPECT_TRUE(absl::ConsumePrefix(&cap, "CAP_")) << cap;
+      caps.push_back(absl::StrCat("+", absl::AsciiStrToLower(cap)));
+    }
+  }
+  EXPECT_FALSE(caps.empty()) << "no AmbientCapabilities= in the unit";
+  return absl::StrJoin(caps, ",");
+}
+
+// The unit's capabilities, and no others, let a daemon that is not root
+// write a new version of another user's artifact and keep its owner, group
+// and mode, the set-group-ID bit of a shared directory included.
+TEST_F(DeployTest, TheUnitsCapabilitiesKeepOthersOwnersAndModes) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give away files";
+  std::string output;
+  if (rbln::testing::RunCommand("command -v setpriv", &output) != 0) {
+    GTEST_SKIP() << "setpriv (util-linux) is not installed";
+  }
+  const uid_t owner = 4321;
+  const gid_t group = 4322;
+  const std::string artifact = absl::StrCat(store_, "/team/tiny");
+  Synthesize("tiny", artifact);
+  for (const std::string& path :
+       {store_, absl::StrCat(store_, "/team"), artifact,
+        absl::StrCat(artifact, "/config.json")}) {
+    ASSERT_EQ(chown(path.c_str(), owner, group), 0) << path;
+  }
+  ASSERT_EQ(chmod(artifact.c_str(), 02775), 0);
+  const std::string caps = UnitCapabilities();
+  const std::string address = absl::StrCat("unix:", root_.Join("d.sock"));
+  daemon_.address = address;
+  daemon_.stdout_path = root_.Join("daemon.out");
+  daemon_.stderr_path = root_.Join("daemon.err");
+  // nobody, with the unit's capabilities as its ambient and bounding sets.
+  daemon_.pid = e2e::Spawn(
+      {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+       "--inh-caps=" + caps, "--ambient-caps=" + caps, "--bounding-set=" + caps,
+       rbln::testing::BinaryPath("rbln-artifactd"), "--store", store_,
+       "--listen", address, "--rbln-smi", "none"},
+      root_.path(), daemon_.stdout_path, daemon_.stderr_path);
+  ASSERT_GT(daemon_.pid, 0);
+  const auto deadline = std::chrono::steady_clock::now() + e2e::kStartTimeout;
+  while (!e2e::Accepts(address)) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << daemon_.Logs();
+    ASSERT_EQ(kill(daemon_.pid, 0), 0) << daemon_.Logs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Outcome set =
+      Client("--set-kvcache-num-blocks 12 --model-id store/team/tiny");
+  ASSERT_EQ(set.code, 0) << set << daemon_.Logs();
+  EXPECT_EQ(e2e::CountOnDisk(artifact), 12u);
+  struct stat st;
+  ASSERT_EQ(stat(artifact.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, owner);
+  EXPECT_EQ(st.st_gid, group);
+  EXPECT_EQ(st.st_mode & 07777, 02775u) << "the set-group-ID bit was lost";
+  ASSERT_EQ(stat(absl::StrCat(artifact, "/config.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, owner);
+  EXPECT_EQ(st.st_gid, group);
 }
 
 // A datagram socket standing in for systemd's $NOTIFY_SOCKET.
