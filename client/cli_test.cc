@@ -946,11 +946,12 @@ TEST(FormatTest, Diagnostics) {
   EXPECT_EQ(
       FormatError(absl::FailedPreconditionError("budget fits 1 block")),
       "rbln-artifact: error (FAILED_PRECONDITION): budget fits 1 block\n");
-  EXPECT_THAT(FormatUnreachable("unix:/run/rbln-artifactd.sock"),
-              HasSubstr("rbln-artifact: cannot reach rbln-artifactd at "
-                        "unix:/run/rbln-artifactd.sock. Start it with: "
-                        "rbln-artifactd --store DIR --listen "
-                        "unix:/run/rbln-artifactd.sock\n"));
+  EXPECT_THAT(
+      FormatUnreachable("unix:/run/rbln-artifactd/rbln-artifactd.sock"),
+      HasSubstr("rbln-artifact: cannot reach rbln-artifactd at "
+                "unix:/run/rbln-artifactd/rbln-artifactd.sock. Start it with: "
+                "rbln-artifactd --store DIR --listen "
+                "unix:/run/rbln-artifactd/rbln-artifactd.sock\n"));
 }
 
 TEST(FormatTest, ProgressBar) {

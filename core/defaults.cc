@@ -1,9 +1,12 @@
 #include "core/defaults.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace rbln {
 namespace {
@@ -13,22 +16,47 @@ const char* NonEmptyEnv(const char* name) {
   return value != nullptr && *value != '\0' ? value : nullptr;
 }
 
+// The socket of a daemon started by hand, without systemd: root's is the
+// system one; other users have their own, which they may create.
+std::string OwnSocket() {
+  if (geteuid() == 0) return kSystemSocket;
+  if (const char* runtime = NonEmptyEnv("XDG_RUNTIME_DIR")) {
+    return absl::StrCat(runtime, "/rbln-artifactd.sock");
+  }
+  return absl::StrCat("/tmp/rbln-artifactd-", geteuid(), ".sock");
+}
+
+// True unless nothing is at `path`: a socket the caller may not even stat
+// (a directory it cannot search) is still the daemon's, and its error is
+// the one to report.
+bool MayExist(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 || (errno != ENOENT && errno != ENOTDIR);
+}
+
 }  // namespace
 
 std::string DefaultServerAddress() {
   if (const char* socket = NonEmptyEnv(kSocketEnv)) {
     return absl::StrCat("unix:", socket);
   }
-  if (geteuid() == 0) return "unix:/run/rbln-artifactd.sock";
-  if (const char* runtime = NonEmptyEnv("XDG_RUNTIME_DIR")) {
-    return absl::StrCat("unix:", runtime, "/rbln-artifactd.sock");
+  // systemd gives the unit's RuntimeDirectory= here (several are separated
+  // by ':'; the unit names one).
+  if (const char* runtime = NonEmptyEnv("RUNTIME_DIRECTORY")) {
+    const absl::string_view dir = absl::string_view(runtime).substr(
+        0, absl::string_view(runtime).find(':'));
+    return absl::StrCat("unix:", dir, "/rbln-artifactd.sock");
   }
-  return absl::StrCat("unix:/tmp/rbln-artifactd-", geteuid(), ".sock");
+  return absl::StrCat("unix:", OwnSocket());
 }
 
-std::string DefaultClientAddress() {
+std::string DefaultClientAddress(const std::string& system_socket) {
   if (const char* address = NonEmptyEnv(kAddressEnv)) return address;
-  return DefaultServerAddress();
+  if (const char* socket = NonEmptyEnv(kSocketEnv)) {
+    return absl::StrCat("unix:", socket);
+  }
+  if (MayExist(system_socket)) return absl::StrCat("unix:", system_socket);
+  return absl::StrCat("unix:", OwnSocket());
 }
 
 std::string DefaultStoreDir() {

@@ -57,7 +57,7 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
     if (rest.empty()) {
       return Malformed(text,
                        "a Unix socket needs a path, e.g. "
-                       "unix:/run/rbln-artifactd.sock");
+                       "unix:/run/rbln-artifactd/rbln-artifactd.sock");
     }
     return UnixAddress(text, address.kind, rest);
   }
@@ -78,7 +78,8 @@ absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
     }
   }
   if (text == "unix") {
-    return Malformed(text, "did you mean unix:/run/rbln-artifactd.sock?");
+    return Malformed(
+        text, "did you mean unix:/run/rbln-artifactd/rbln-artifactd.sock?");
   }
   if (absl::StartsWith(text, ".") || absl::EndsWith(text, ".sock")) {
     return Malformed(text,

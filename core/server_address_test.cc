@@ -74,7 +74,7 @@ TEST(ParseServerAddressTest, RefusesWithWhatWasLikelyMeant) {
       {"[::1:50051", "an IPv6 host goes in brackets"},
       {"http://localhost:50051", "no scheme: give HOST:PORT without 'http://'"},
       {"dns:///localhost:50051", "without 'dns:'"},
-      {"unix", "did you mean unix:/run/rbln-artifactd.sock?"},
+      {"unix", "did you mean unix:/run/rbln-artifactd/rbln-artifactd.sock?"},
       {":50051x", "no host, and the port is not a number"},
       {"unix:/" + std::string(107, 'a'), "at most 107 bytes, this one has 108"},
       {"/" + std::string(107, 'a'), "at most 107 bytes"},

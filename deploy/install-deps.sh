@@ -10,6 +10,7 @@ packages=(
   libssl-dev openssl  # token hashes (SHA-256); test certificates
   protobuf-compiler libabsl-dev rapidjson-dev libgtest-dev libgmock-dev
   libcli11-dev libxxhash-dev libspdlog-dev libbenchmark-dev
+  libsystemd-dev  # sd_notify: Type=notify under systemd
   python3 python3-grpcio python3-protobuf
   clang libclang-rt-14-dev  # the fuzz stage: clang++ and libFuzzer
 )

@@ -18,6 +18,7 @@
 #include "core/text.h"
 #include "google/rpc/status.pb.h"
 #include "rbln/artifact/v1/reply_metadata.h"
+#include "server/log_format.h"
 #include "spdlog/spdlog.h"
 
 namespace rbln {
@@ -109,9 +110,10 @@ void FillBucket(const BucketFit& b, v1::BucketPlan* out) {
 
 }  // namespace
 
-// One logfmt line per request, written when the handler returns; while it
-// runs, the request is listed in running_ (for the log of a forced exit).
-// Finish also marks the reply as the handler's own (MarkedReply).
+// One log line per request (logfmt, or JSON: server/log_format.h), written when
+// the handler returns; while it runs, the request is listed in running_ (for
+// the log of a forced exit). Finish also marks the reply as the handler's own
+// (MarkedReply).
 class ArtifactServiceImpl::RequestLog {
  public:
   RequestLog(ArtifactServiceImpl* service, grpc::ServerContext* context,
@@ -134,26 +136,30 @@ class ArtifactServiceImpl::RequestLog {
   void SetCounts(const absl::Status& status, uint64_t previous, uint64_t next,
                  bool written) {
     if (!status.ok()) return;
-    counts_ = absl::StrCat(" previous=", previous, " new=", next,
-                           " written=", written ? "true" : "false");
+    counts_ = {LogField::Number("previous", static_cast<int64_t>(previous)),
+               LogField::Number("new", static_cast<int64_t>(next)),
+               LogField::Bool("written", written)};
   }
 
   void SetCaller(const Caller& caller) {
-    caller_ = absl::StrCat(" caller=", LogValue(caller.identity),
-                           " role=", caller.role());
+    caller_ = {LogField::Text("caller", caller.identity),
+               LogField::Word("role", std::string(caller.role()))};
   }
 
   grpc::Status Finish(const absl::Status& status) {
     const int64_t ms = absl::ToInt64Milliseconds(absl::Now() - start_);
-    const std::string line = absl::StrCat(
-        "method=", method_, " artifact=", LogValue(artifact_, kMaxEchoBytes),
-        caller_, " outcome=", absl::StatusCodeToString(status.code()), counts_,
-        " duration_ms=", ms);
-    if (status.ok()) {
-      spdlog::info("{}", line);
-    } else {
-      spdlog::warn("{} error={}", line, LogValue(status.message()));
-    }
+    const std::string outcome = absl::StatusCodeToString(status.code());
+    std::vector<LogField> fields = {
+        LogField::Word("method", method_),
+        LogField::Text("artifact", artifact_, kMaxEchoBytes)};
+    fields.insert(fields.end(), caller_.begin(), caller_.end());
+    fields.push_back(LogField::Word("outcome", outcome));
+    fields.insert(fields.end(), counts_.begin(), counts_.end());
+    fields.push_back(LogField::Number("duration_ms", ms));
+    if (!status.ok())
+      fields.push_back(LogField::Text("error", status.message()));
+    LogEvent(status.ok() ? spdlog::level::info : spdlog::level::warn,
+             absl::StrCat(method_, " ", outcome), fields);
     return MarkedReply(context_, ToGrpc(status));
   }
 
@@ -164,9 +170,9 @@ class ArtifactServiceImpl::RequestLog {
   const std::string artifact_;
   const absl::Time start_;
   uint64_t id_ = 0;
-  // " caller=... role=..." once identified; " caller=none" until then.
-  std::string caller_ = " caller=none";
-  std::string counts_;
+  // caller and role once identified; caller=none until then.
+  std::vector<LogField> caller_ = {LogField::Word("caller", "none")};
+  std::vector<LogField> counts_;
 };
 
 std::string ArtifactServiceImpl::LogName(const std::string& requested) const {

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sysexits.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -46,6 +47,7 @@
 #include "core/subprocess.h"
 #include "server/artifact_service.h"
 #include "server/auth.h"
+#include "server/log_format.h"
 #include "server/tls_files.h"
 #include "server/unix_listener.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -342,6 +344,12 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error or off")
       ->capture_default_str();
+  std::string log_format_text = "text";
+  app.add_option("--log-format", log_format_text,
+                 "text, or json: one JSON object a line (time in RFC 3339, "
+                 "level, message, and a request's fields as keys of their "
+                 "own), for log shippers")
+      ->capture_default_str();
   app.add_option("--max-concurrent-writes", max_writes,
                  "Writes running at once; more are refused with UNAVAILABLE")
       ->check(CLI::Range(1, 64))
@@ -409,10 +417,14 @@ int main(int argc, char** argv) {
       "Environment: RBLN_ARTIFACTD_STORE changes the default --store; "
       "RBLN_ARTIFACTD_SOCKET (a path) the default --listen, as it does "
       "rbln-artifact's default --server (where RBLN_ARTIFACTD_ADDRESS wins "
-      "over it). Without it the socket is /run/rbln-artifactd.sock for root, "
-      "else $XDG_RUNTIME_DIR/rbln-artifactd.sock, else "
+      "over it). Without it the socket is "
+      "$RUNTIME_DIRECTORY/rbln-artifactd.sock "
+      "under systemd (RuntimeDirectory=), else "
+      "/run/rbln-artifactd/rbln-artifactd.sock for root, else "
+      "$XDG_RUNTIME_DIR/rbln-artifactd.sock, else "
       "/tmp/rbln-artifactd-UID.sock.\nExample:\n  rbln-artifactd --store "
-      "/srv/artifacts --listen unix:/run/rbln-artifactd.sock --listen "
+      "/srv/artifacts --listen unix:/run/rbln-artifactd/rbln-artifactd.sock "
+      "--listen "
       "0.0.0.0:50051 --tls-cert tls.crt --tls-key tls.key --tls-client-ca "
       "ca.crt --operators cn:fleet-job\n"
       "Callers: on the Unix socket uid 0 and the daemon's uid write, others "
@@ -442,7 +454,20 @@ int main(int argc, char** argv) {
       rbln::GivenOnCommandLine(args, "--listen") || config_file.empty()
           ? kExitUsage
           : kExitConfig;
-  if (listen.empty()) listen.push_back(rbln::DefaultServerAddress());
+  if (listen.empty()) {
+    listen.push_back(rbln::DefaultServerAddress());
+    // Root's default socket lives in a directory that systemd makes for the
+    // unit (RuntimeDirectory=); started by hand, the daemon makes it.
+    if (listen[0] == absl::StrCat("unix:", rbln::kSystemSocket)) {
+      const std::string dir =
+          std::filesystem::path(rbln::kSystemSocket).parent_path();
+      if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+        return Fail(kExitConfig,
+                    absl::StrCat("cannot create ", dir, ": ", strerror(errno),
+                                 "; create it or give --listen"));
+      }
+    }
+  }
   std::vector<rbln::ServerAddress> addresses;
   for (std::string& text : listen) {
     absl::StatusOr<rbln::ServerAddress> address =
@@ -537,9 +562,16 @@ int main(int argc, char** argv) {
                                   "'; use trace, debug, info, warn, error or "
                                   "off"));
   }
+  absl::StatusOr<rbln::LogFormat> log_format =
+      rbln::ParseLogFormat(log_format_text);
+  if (!log_format.ok()) {
+    return bad_value("--log-format", log_format.status().message());
+  }
   // Logs go to stderr (the journal, under systemd); stdout stays quiet.
   spdlog::set_default_logger(spdlog::stderr_color_mt("rbln-artifactd"));
   spdlog::set_level(level);
+  rbln::SetLogFormat(*spdlog::default_logger(), *log_format);
+  rbln::RouteGrpcLogsToSpdlog();
   // Before anything listens, so that the warning is in the log by the time
   // a caller can connect.
   for (const std::string& address : insecure_remote) {
@@ -707,6 +739,9 @@ int main(int argc, char** argv) {
                            : "uid 0 and the daemon's uid on the Unix "
                              "socket, ",
       operators.empty() ? "no others" : absl::StrJoin(operators, ","));
+  // Type=notify (deploy/rbln-artifactd.service): the unit is started once
+  // every listener accepts. Without $NOTIFY_SOCKET this does nothing.
+  sd_notify(0, "READY=1");
 
   // Shutdown (docs/security.md): at the signal no new calls are taken; the
   // running writes get the grace period; then every write not yet at its
@@ -764,6 +799,7 @@ int main(int argc, char** argv) {
       }
       reload_tls("SIGHUP");
     }
+    sd_notify(0, "STOPPING=1");
     // No new connections on the Unix sockets either.
     for (auto& listener : unix_listeners) listener->Stop();
     const absl::Time start = absl::Now();

@@ -1,0 +1,180 @@
+#include "server/log_format.h"
+
+#include <grpc/support/log.h>
+
+#include <atomic>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "rapidjson/stringbuffer.h"
+#include "rapidjson/writer.h"
+#include "spdlog/pattern_formatter.h"
+
+namespace rbln {
+namespace {
+
+// A log message that long is a bug or an attack; the journal keeps lines up
+// to 48 KiB.
+constexpr size_t kMaxLogMessageBytes = 32 * 1024;
+
+std::atomic<LogFormat> g_format{LogFormat::kText};
+
+// The fields of the LogEvent being written on this thread, for the JSON
+// formatter (which spdlog calls on the logging thread: see the header).
+thread_local const std::vector<LogField>* t_fields = nullptr;
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+void WriteString(JsonWriter& writer, absl::string_view text) {
+  writer.String(text.data(), static_cast<rapidjson::SizeType>(text.size()));
+}
+
+void WriteField(JsonWriter& writer, const LogField& field) {
+  WriteString(writer, field.key);
+  switch (field.kind) {
+    case LogField::Kind::kWord:
+      WriteString(writer, field.text);
+      break;
+    case LogField::Kind::kText:
+      WriteString(writer, WireText(field.text, field.max_bytes));
+      break;
+    case LogField::Kind::kNumber:
+      writer.Int64(field.number);
+      break;
+    case LogField::Kind::kBool:
+      writer.Bool(field.boolean);
+      break;
+  }
+}
+
+// {"time":…,"level":…,"message":…, fields…} and a newline. RFC 3339 time in
+// UTC with its offset, to the millisecond: a fleet's hosts line up.
+class JsonFormatter : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg,
+              spdlog::memory_buf_t& dest) override {
+    rapidjson::StringBuffer buffer;
+    JsonWriter writer(buffer);
+    writer.StartObject();
+    WriteString(writer, "time");
+    WriteString(writer, absl::FormatTime("%Y-%m-%dT%H:%M:%E3S%Ez",
+                                         absl::FromChrono(msg.time),
+                                         absl::UTCTimeZone()));
+    WriteString(writer, "level");
+    const spdlog::string_view_t level =
+        spdlog::level::to_string_view(msg.level);
+    WriteString(writer, absl::string_view(level.data(), level.size()));
+    WriteString(writer, "message");
+    WriteString(writer, WireText(absl::string_view(msg.payload.data(),
+                                                   msg.payload.size()),
+                                 kMaxLogMessageBytes));
+    if (t_fields != nullptr) {
+      for (const LogField& field : *t_fields) WriteField(writer, field);
+    }
+    writer.EndObject();
+    dest.append(buffer.GetString(), buffer.GetString() + buffer.GetSize());
+    dest.push_back('\n');
+  }
+
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<JsonFormatter>();
+  }
+};
+
+std::string Logfmt(const std::vector<LogField>& fields) {
+  std::string line;
+  for (const LogField& field : fields) {
+    absl::StrAppend(&line, line.empty() ? "" : " ", field.key, "=");
+    switch (field.kind) {
+      case LogField::Kind::kWord:
+        absl::StrAppend(&line, field.text);
+        break;
+      case LogField::Kind::kText:
+        absl::StrAppend(&line, LogValue(field.text, field.max_bytes));
+        break;
+      case LogField::Kind::kNumber:
+        absl::StrAppend(&line, field.number);
+        break;
+      case LogField::Kind::kBool:
+        absl::StrAppend(&line, field.boolean ? "true" : "false");
+        break;
+    }
+  }
+  return line;
+}
+
+void LogGrpcLine(gpr_log_func_args* args) {
+  spdlog::level::level_enum level = spdlog::level::info;
+  if (args->severity == GPR_LOG_SEVERITY_DEBUG) level = spdlog::level::debug;
+  if (args->severity == GPR_LOG_SEVERITY_ERROR) level = spdlog::level::err;
+  spdlog::log(level, "gRPC {}:{}: {}", args->file, args->line, args->message);
+}
+
+}  // namespace
+
+absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view text) {
+  if (text == "text") return LogFormat::kText;
+  if (text == "json") return LogFormat::kJson;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown format ", Echo(text), "; use text or json"));
+}
+
+void SetLogFormat(spdlog::logger& logger, LogFormat format) {
+  g_format.store(format);
+  if (format == LogFormat::kJson) {
+    logger.set_formatter(std::make_unique<JsonFormatter>());
+  } else {
+    logger.set_formatter(std::make_unique<spdlog::pattern_formatter>());
+  }
+}
+
+void RouteGrpcLogsToSpdlog() { gpr_set_log_function(LogGrpcLine); }
+
+LogField LogField::Word(std::string key, std::string value) {
+  LogField field;
+  field.key = std::move(key);
+  field.kind = Kind::kWord;
+  field.text = std::move(value);
+  return field;
+}
+
+LogField LogField::Text(std::string key, absl::string_view value,
+                        size_t max_bytes) {
+  LogField field;
+  field.key = std::move(key);
+  field.kind = Kind::kText;
+  field.text = std::string(value);
+  field.max_bytes = max_bytes;
+  return field;
+}
+
+LogField LogField::Number(std::string key, int64_t value) {
+  LogField field;
+  field.key = std::move(key);
+  field.kind = Kind::kNumber;
+  field.number = value;
+  return field;
+}
+
+LogField LogField::Bool(std::string key, bool value) {
+  LogField field;
+  field.key = std::move(key);
+  field.kind = Kind::kBool;
+  field.boolean = value;
+  return field;
+}
+
+void LogEvent(spdlog::level::level_enum level, absl::string_view message,
+              const std::vector<LogField>& fields) {
+  if (g_format.load() == LogFormat::kText) {
+    spdlog::log(level, "{}", Logfmt(fields));
+    return;
+  }
+  t_fields = &fields;
+  spdlog::log(level, "{}", std::string(message));
+  t_fields = nullptr;
+}
+
+}  // namespace rbln

@@ -1,0 +1,72 @@
+// The daemon's log lines on stderr (the journal, under systemd), in one of
+// two formats chosen at start-up (--log-format):
+//
+//   text: spdlog's default pattern; a request is one logfmt line
+//         (method=SetKvcacheNumBlocks artifact="llama" ... duration_ms=3)
+//   json: one JSON object a line, for fleet log shippers:
+//         {"time":"2026-12-01T02:45:00.123+00:00","level":"info",
+//          "message":"...", and a request's fields as keys of their own}
+//
+// Text that came from a caller is escaped in both: it cannot end a line or,
+// in JSON, break the object (it is made valid UTF-8, as core/text.h's
+// WireText makes replies).
+//
+// Thread-safe once SetLogFormat has run; call SetLogFormat before any other
+// thread logs. The JSON fields of a LogEvent reach the formatter through the
+// logging thread, so the logger must be synchronous (spdlog's *_mt loggers
+// are; Debian 12's spdlog 1.10 has no mapped diagnostic context for this).
+#ifndef RBLN_SERVER_LOG_FORMAT_H_
+#define RBLN_SERVER_LOG_FORMAT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/text.h"
+#include "spdlog/spdlog.h"
+
+namespace rbln {
+
+enum class LogFormat { kText, kJson };
+
+// "text" or "json"; anything else is an error saying what to give.
+absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view text);
+
+// Makes `logger` (and LogEvent) write `format`.
+void SetLogFormat(spdlog::logger& logger, LogFormat format);
+
+// Sends gRPC's own log lines (gpr_log) through spdlog, so that they take the
+// chosen format too.
+void RouteGrpcLogsToSpdlog();
+
+// One field of a structured log line.
+struct LogField {
+  enum class Kind { kWord, kText, kNumber, kBool };
+
+  // A word of ours (a method or status name): unquoted in logfmt.
+  static LogField Word(std::string key, std::string value);
+  // Text that may come from outside: quoted and escaped, cut at `max_bytes`.
+  static LogField Text(std::string key, absl::string_view value,
+                       size_t max_bytes = kMaxStatusMessageBytes);
+  static LogField Number(std::string key, int64_t value);
+  static LogField Bool(std::string key, bool value);
+
+  std::string key;
+  Kind kind = Kind::kWord;
+  std::string text;  // kWord: the word; kText: the text, cut when written
+  int64_t number = 0;
+  bool boolean = false;
+  size_t max_bytes = kMaxStatusMessageBytes;
+};
+
+// Logs `fields` at `level`: as "key=value ..." in text, as keys of the JSON
+// object in json, with `message` as its "message".
+void LogEvent(spdlog::level::level_enum level, absl::string_view message,
+              const std::vector<LogField>& fields);
+
+}  // namespace rbln
+
+#endif  // RBLN_SERVER_LOG_FORMAT_H_

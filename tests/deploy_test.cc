@@ -1,0 +1,331 @@
+// What the systemd deployment relies on, with the real daemon: the example
+// config file (deploy/rbln-artifactd.conf) starts it, readiness and stopping
+// reach systemd's notification socket (Type=notify), and --log-format json
+// writes one JSON object a line.
+#include <grp.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "core/testing/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rapidjson/document.h"
+#include "tests/daemon_fixture.h"
+
+namespace rbln {
+namespace {
+
+using ::rbln::e2e::Daemon;
+using ::rbln::e2e::Outcome;
+using ::rbln::e2e::ReadIfExists;
+using ::rbln::e2e::RunClient;
+using ::rbln::e2e::ShellQuote;
+using ::rbln::e2e::StartDaemonWithFlags;
+using ::rbln::e2e::StopDaemon;
+using ::rbln::e2e::Synthesize;
+using ::rbln::testing::ReadFileOrDie;
+using ::rbln::testing::TempDir;
+using ::testing::HasSubstr;
+
+constexpr int kExUsage = 64;
+
+// Sets an environment variable that spawned daemons inherit, for one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+// A file of the source tree (RBLN_SOURCE_DIR: tests/CMakeLists.txt).
+std::string SourcePath(absl::string_view relative) {
+  return absl::StrCat(RBLN_SOURCE_DIR, "/", relative);
+}
+
+// `text` with `from` replaced by `to`; fails the test when `from` is not in
+// it (the example changed, and this test must follow).
+std::string ReplaceOrFail(const std::string& text, const std::string& from,
+                          const std::string& to) {
+  EXPECT_THAT(text, HasSubstr(from));
+  return absl::StrReplaceAll(text, {{from, to}});
+}
+
+class DeployTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (daemon_.pid > 0) StopDaemon(&daemon_);
+  }
+
+  Outcome Client(const std::string& args) {
+    return RunClient(daemon_.address, args, root_.path(),
+                     root_.Join(absl::StrCat("client", runs_++, ".err")));
+  }
+
+  TempDir root_;
+  const std::string store_ = root_.Join("store");
+  Daemon daemon_;
+  int runs_ = 0;
+};
+
+TEST_F(DeployTest, ExampleConfigStartsTheDaemon) {
+  group* own = getgrgid(getegid());
+  ASSERT_NE(own, nullptr);
+  const std::string socket = root_.Join("rbln-artifactd.sock");
+  std::string config = ReadFileOrDie(SourcePath("deploy/rbln-artifactd.conf"));
+  config = ReplaceOrFail(
+      config, "listen = [\"unix:/run/rbln-artifactd/rbln-artifactd.sock\"]",
+      absl::StrCat("listen = [\"unix:", socket, "\"]"));
+  config = ReplaceOrFail(config, "socket-group = \"rbln-artifactd\"",
+                         absl::StrCat("socket-group = \"", own->gr_name, "\""));
+  const std::string path = root_.Join("rbln-artifactd.conf");
+  std::ofstream(path) << config;
+  // The store comes from the unit's Environment=, as under systemd.
+  ScopedEnv store("RBLN_ARTIFACTD_STORE", store_);
+  StartDaemonWithFlags(root_.path(), absl::StrCat("unix:", socket),
+                       {"--config", path}, &daemon_);
+  struct stat st;
+  ASSERT_EQ(stat(socket.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  EXPECT_EQ(st.st_gid, own->gr_gid);
+  Synthesize("tiny", absl::StrCat(store_, "/tiny"));
+  Outcome get = Client("--get-kvcache-num-blocks --model-id store/tiny");
+  EXPECT_EQ(get.code, 0) << get << daemon_.Logs();
+  EXPECT_EQ(get.out, "16\n");
+  // log-format = "text": the request log is logfmt.
+  StopDaemon(&daemon_);
+  EXPECT_THAT(ReadIfExists(daemon_.stderr_path),
+              HasSubstr("method=GetKvcacheNumBlocks artifact=\"tiny\""));
+}
+
+// The unit's AmbientCapabilities= as setpriv takes them: "+chown,+fowner".
+std::string UnitCapabilities() {
+  const std::string unit =
+      ReadFileOrDie(SourcePath("deploy/rbln-artifactd.service"));
+  std::vector<std::string> caps;
+  for (absl::string_view line : absl::StrSplit(unit, '\n')) {
+    if (!absl::ConsumePrefix(&line, "AmbientCapabilities=")) continue;
+    for (absl::string_view cap : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      EXPECT_TRUE(absl::ConsumePrefix(&cap, "CAP_")) << cap;
+      caps.push_back(absl::StrCat("+", absl::AsciiStrToLower(cap)));
+    }
+  }
+  EXPECT_FALSE(caps.empty()) << "no AmbientCapabilities= in the unit";
+  return absl::StrJoin(caps, ",");
+}
+
+// The unit's capabilities, and no others, let a daemon that is not root
+// write a new version of another user's artifact and keep its owner, group
+// and mode, the set-group-ID bit of a shared directory included.
+TEST_F(DeployTest, TheUnitsCapabilitiesKeepOthersOwnersAndModes) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give away files";
+  std::string output;
+  if (rbln::testing::RunCommand("command -v setpriv", &output) != 0) {
+    GTEST_SKIP() << "setpriv (util-linux) is not installed";
+  }
+  const uid_t owner = 4321;
+  const gid_t group = 4322;
+  const std::string artifact = absl::StrCat(store_, "/team/tiny");
+  Synthesize("tiny", artifact);
+  for (const std::string& path :
+       {store_, absl::StrCat(store_, "/team"), artifact,
+        absl::StrCat(artifact, "/config.json")}) {
+    ASSERT_EQ(chown(path.c_str(), owner, group), 0) << path;
+  }
+  ASSERT_EQ(chmod(artifact.c_str(), 02775), 0);
+  const std::string caps = UnitCapabilities();
+  const std::string address = absl::StrCat("unix:", root_.Join("d.sock"));
+  daemon_.address = address;
+  daemon_.stdout_path = root_.Join("daemon.out");
+  daemon_.stderr_path = root_.Join("daemon.err");
+  // nobody, with the unit's capabilities as its ambient and bounding sets.
+  daemon_.pid = e2e::Spawn(
+      {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+       "--inh-caps=" + caps, "--ambient-caps=" + caps, "--bounding-set=" + caps,
+       rbln::testing::BinaryPath("rbln-artifactd"), "--store", store_,
+       "--listen", address, "--rbln-smi", "none"},
+      root_.path(), daemon_.stdout_path, daemon_.stderr_path);
+  ASSERT_GT(daemon_.pid, 0);
+  const auto deadline = std::chrono::steady_clock::now() + e2e::kStartTimeout;
+  while (!e2e::Accepts(address)) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << daemon_.Logs();
+    ASSERT_EQ(kill(daemon_.pid, 0), 0) << daemon_.Logs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  Outcome set =
+      Client("--set-kvcache-num-blocks 12 --model-id store/team/tiny");
+  ASSERT_EQ(set.code, 0) << set << daemon_.Logs();
+  EXPECT_EQ(e2e::CountOnDisk(artifact), 12u);
+  struct stat st;
+  ASSERT_EQ(stat(artifact.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, owner);
+  EXPECT_EQ(st.st_gid, group);
+  EXPECT_EQ(st.st_mode & 07777, 02775u) << "the set-group-ID bit was lost";
+  ASSERT_EQ(stat(absl::StrCat(artifact, "/config.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, owner);
+  EXPECT_EQ(st.st_gid, group);
+}
+
+// A datagram socket standing in for systemd's $NOTIFY_SOCKET.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path) : path_(path) {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+        << strerror(errno);
+    // Only turns a daemon that never notifies into a failure, not a hang.
+    timeval timeout{.tv_sec = 60, .tv_usec = 0};
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  }
+  ~NotifySocket() { close(fd_); }
+
+  // The next message, or "" when none came.
+  std::string Receive() {
+    char buffer[4096];
+    const ssize_t n = recv(fd_, buffer, sizeof(buffer), 0);
+    return n > 0 ? std::string(buffer, n) : "";
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+TEST_F(DeployTest, NotifiesSystemdWhenServingAndWhenStopping) {
+  NotifySocket notify(root_.Join("notify"));
+  const std::string address = absl::StrCat("unix:", root_.Join("d.sock"));
+  {
+    ScopedEnv env("NOTIFY_SOCKET", notify.path());
+    StartDaemonWithFlags(root_.path(), address,
+                         {"--store", store_, "--listen", address}, &daemon_);
+  }
+  ASSERT_GT(daemon_.pid, 0);
+  const std::string ready = notify.Receive();
+  EXPECT_THAT(ready, HasSubstr("READY=1")) << daemon_.Logs();
+  // Ready means serving: the socket accepts and the start-up log is out.
+  EXPECT_TRUE(e2e::Accepts(address));
+  EXPECT_THAT(ReadIfExists(daemon_.stderr_path),
+              HasSubstr("rbln-artifactd serving store"));
+  ASSERT_EQ(kill(daemon_.pid, SIGTERM), 0);
+  EXPECT_THAT(notify.Receive(), HasSubstr("STOPPING=1")) << daemon_.Logs();
+  std::optional<int> status = e2e::WaitBounded(daemon_.pid, e2e::kExitTimeout);
+  daemon_.pid = -1;
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
+}
+
+// Every line of `log` parsed as a JSON object (valid UTF-8 included).
+std::vector<rapidjson::Document> ParseJsonLines(const std::string& log) {
+  std::vector<rapidjson::Document> lines;
+  for (absl::string_view line : absl::StrSplit(log, '\n', absl::SkipEmpty())) {
+    rapidjson::Document doc;
+    doc.Parse<rapidjson::kParseValidateEncodingFlag>(line.data(), line.size());
+    EXPECT_FALSE(doc.HasParseError()) << "not a JSON line: " << line;
+    EXPECT_TRUE(!doc.HasParseError() && doc.IsObject()) << line;
+    if (!doc.HasParseError() && doc.IsObject()) lines.push_back(std::move(doc));
+  }
+  return lines;
+}
+
+std::string StringField(const rapidjson::Value& object, const char* key) {
+  if (!object.HasMember(key) || !object[key].IsString()) {
+    ADD_FAILURE() << "no string field " << key;
+    return "";
+  }
+  return object[key].GetString();
+}
+
+TEST_F(DeployTest, JsonLogsOneObjectALineWithTheRequestsFields) {
+  const std::string address = absl::StrCat("unix:", root_.Join("d.sock"));
+  Synthesize("tiny", absl::StrCat(store_, "/tiny"));
+  StartDaemonWithFlags(root_.path(), address,
+                       {"--store", store_, "--listen", address, "--log-format",
+                        "json", "--rbln-smi", "none"},
+                       &daemon_);
+  EXPECT_EQ(Client("--set-kvcache-num-blocks 12 --model-id store/tiny").code,
+            0);
+  // A name with a line break, a quote and a terminal escape must not break
+  // the line or the object.
+  Outcome bad = Client(
+      "--get-kvcache-num-blocks --model-id \"$(printf 'x\\ny\"z\\033[2J')\"");
+  EXPECT_EQ(bad.code, 1) << bad;
+  StopDaemon(&daemon_);
+
+  const std::string log = ReadIfExists(daemon_.stderr_path);
+  std::vector<rapidjson::Document> lines = ParseJsonLines(log);
+  ASSERT_GE(lines.size(), 4u) << log;
+  // RFC 3339 with milliseconds and an offset.
+  const std::regex rfc3339(
+      R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d)");
+  int requests = 0;
+  for (const rapidjson::Document& line : lines) {
+    EXPECT_TRUE(std::regex_match(StringField(line, "time"), rfc3339))
+        << StringField(line, "time");
+    EXPECT_FALSE(StringField(line, "level").empty());
+    EXPECT_FALSE(StringField(line, "message").empty());
+    if (!line.HasMember("method")) continue;
+    ++requests;
+    const std::string method = StringField(line, "method");
+    ASSERT_TRUE(line.HasMember("duration_ms") && line["duration_ms"].IsInt64());
+    EXPECT_EQ(StringField(line, "role"), "operator");
+    EXPECT_THAT(StringField(line, "caller"), HasSubstr("user:"));
+    if (method == "SetKvcacheNumBlocks") {
+      EXPECT_EQ(StringField(line, "outcome"), "OK");
+      EXPECT_EQ(StringField(line, "level"), "info");
+      EXPECT_EQ(StringField(line, "artifact"), "tiny");
+      ASSERT_TRUE(line.HasMember("new") && line["new"].IsInt64());
+      EXPECT_EQ(line["new"].GetInt64(), 12);
+      ASSERT_TRUE(line.HasMember("written") && line["written"].IsBool());
+      EXPECT_TRUE(line["written"].GetBool());
+    } else {
+      EXPECT_EQ(method, "GetKvcacheNumBlocks");
+      EXPECT_EQ(StringField(line, "level"), "warning");
+      EXPECT_NE(StringField(line, "outcome"), "OK");
+      EXPECT_FALSE(StringField(line, "error").empty());
+      // Escaped as the logfmt log escapes: no raw line break in the name.
+      EXPECT_EQ(StringField(line, "artifact").find('\n'), std::string::npos);
+      EXPECT_THAT(StringField(line, "artifact"), HasSubstr("\\n"));
+    }
+  }
+  EXPECT_EQ(requests, 2) << log;
+  // The log is all JSON: the start-up lines too.
+  EXPECT_EQ(lines.size(),
+            static_cast<size_t>(std::count(log.begin(), log.end(), '\n')));
+}
+
+TEST_F(DeployTest, UnknownLogFormatIsAUsageError) {
+  std::string output;
+  const int code = rbln::testing::RunCommand(
+      absl::StrCat(ShellQuote(rbln::testing::BinaryPath("rbln-artifactd")),
+                   " --store ", ShellQuote(store_), " --log-format yaml"),
+      &output);
+  EXPECT_EQ(code, kExUsage) << output;
+  EXPECT_THAT(output, HasSubstr("--log-format: unknown format yaml; use "
+                                "text or json"));
+}
+
+}  // namespace
+}  // namespace rbln
