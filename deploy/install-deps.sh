@@ -12,6 +12,8 @@ packages=(
   libcli11-dev libxxhash-dev libspdlog-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf
   clang libclang-rt-14-dev  # the fuzz stage: clang++ and libFuzzer
+  help2man  # the man pages, from --help
+  dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps finds the runtime packages
 )
 
 missing=()

@@ -44,6 +44,7 @@
 #include "core/socket_access.h"
 #include "core/store.h"
 #include "core/subprocess.h"
+#include "core/version.h"
 #include "server/artifact_service.h"
 #include "server/auth.h"
 #include "server/unix_listener.h"
@@ -294,6 +295,8 @@ int main(int argc, char** argv) {
       "(rbln.artifact.v1.ArtifactService, with health checking and "
       "reflection).",
       kProgramName};
+  app.set_version_flag("--version", rbln::VersionLine(kProgramName),
+                       "Print the version and the git commit, and exit");
   std::string store_dir = rbln::DefaultStoreDir();
   std::vector<std::string> listen;
   std::string device_dram;
@@ -618,8 +621,10 @@ int main(int argc, char** argv) {
     if (problem.has_value()) return Fail(problem->first, problem->second);
   }
 
+  // The codec: core/container.h's own reader and writer of .rbln files.
   rbln::ArtifactServiceImpl service(store->get(), dram.get(), auth->get(),
-                                    max_writes);
+                                    max_writes,
+                                    {.listeners = listen, .codec = "built-in"});
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
