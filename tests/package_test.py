@@ -10,10 +10,12 @@ Runs `cpack -G DEB` in the build directory (cmake/Install.cmake), unpacks the
   * the control file: the package's name and version, and Depends naming
     Debian packages this machine has (dpkg-shlibdeps' libraries, adduser);
   * the maintainer scripts: postinst creates the rbln-artifactd system user
-    and group, and no script starts or enables the unit. The scripts are run
-    with `adduser` and `systemctl` replaced by recorders on PATH (this test
-    must not add a user to the machine it runs on), and read for any
-    start or enable.
+    and group, and no script starts or enables the unit. The scripts run
+    with `systemctl` and its Debian helpers replaced by recorders on PATH,
+    and are read for any start or enable. As root, postinst runs the real
+    adduser in a private mount namespace over a copy of /etc (unshare -m),
+    so that the user is made there and the machine's /etc is untouched;
+    elsewhere adduser is a recorder too.
 Exits 77 (skipped), saying why, where cpack or dpkg-deb is missing.
 """
 
@@ -160,6 +162,37 @@ def check_files(root, man_pages):
         check(flag in page, f"{relative} does not document {flag}")
 
 
+def copy_etc(work):
+    """A copy of /etc for a private mount namespace (what cannot be read,
+    such as sockets, is left out)."""
+    etc = os.path.join(work, "etc")
+    shutil.copytree("/etc", etc, symlinks=True,
+                    ignore_dangling_symlinks=True,
+                    copy_function=copy_if_regular)
+    return etc
+
+
+def copy_if_regular(source, target):
+    try:
+        shutil.copy2(source, target)
+    except OSError:
+        pass
+
+
+def check_system_user(getent):
+    """`getent passwd` and `getent group` of rbln-artifactd, as printed after
+    postinst: a system user (uid below 1000) with its own group, no login."""
+    lines = getent.splitlines()
+    user = lines[0].split(":") if lines else []
+    group = lines[1].split(":") if len(lines) > 1 else []
+    check(len(user) == 7 and user[0] == "rbln-artifactd" and
+          int(user[2]) < 1000 and user[6].endswith("nologin"),
+          f"postinst made no rbln-artifactd system user: {getent!r}")
+    check(len(group) == 4 and group[0] == "rbln-artifactd" and
+          len(user) == 7 and group[2] == user[3],
+          f"postinst made no rbln-artifactd group for the user: {getent!r}")
+
+
 def check_maintainer_scripts(deb, work):
     control_dir = os.path.join(work, "control")
     extracted = run(["dpkg-deb", "-e", deb, control_dir])
@@ -184,9 +217,15 @@ def check_maintainer_scripts(deb, work):
     recorders = os.path.join(work, "recorders")
     log = os.path.join(work, "calls.log")
     os.makedirs(recorders)
-    for command in ("adduser", "systemctl", "deb-systemd-invoke",
-                    "deb-systemd-helper", "useradd", "groupadd",
-                    "systemd-sysusers"):
+    private_etc = (os.geteuid() == 0 and shutil.which("unshare") and
+                   shutil.which("adduser"))
+    recorded = ["systemctl", "deb-systemd-invoke", "deb-systemd-helper",
+                "systemd-sysusers"]
+    if not private_etc:
+        print("note: not root, or no unshare or adduser: adduser is recorded, "
+              "not run")
+        recorded += ["adduser", "useradd", "groupadd"]
+    for command in recorded:
         with open(os.path.join(recorders, command), "w") as f:
             f.write(f'#!/bin/sh\necho "{command} $*" >> "{log}"\n')
         os.chmod(os.path.join(recorders, command), 0o755)
@@ -199,18 +238,28 @@ def check_maintainer_scripts(deb, work):
             failures.append(f"the package has no {script}")
             continue
         open(log, "w").close()
-        ran = run([path, argument], env=env)
+        if private_etc and script == "postinst":
+            # Twice: a reinstall finds the user there already.
+            ran = run(["unshare", "-m", "sh", "-ec",
+                       'mount --bind "$1" /etc; "$2" configure; '
+                       '"$2" configure; getent passwd rbln-artifactd; '
+                       'getent group rbln-artifactd',
+                       "sh", copy_etc(work), path], env=env)
+            check_system_user(ran.stdout)
+        else:
+            ran = run([path, argument], env=env)
         check(ran.returncode == 0,
               f"{script} {argument}: exit {ran.returncode}: {ran.stderr}")
         with open(log) as f:
             calls[(script, argument)] = f.read().splitlines()
     postinst = calls.get(("postinst", "configure"), [])
-    check(any(re.fullmatch(r"adduser .*--system\b.*", call) and
-              "--group" in call.split() and
-              call.split()[-1] == "rbln-artifactd" for call in postinst),
-          f"postinst configure did not create the rbln-artifactd system user "
-          f"and group (adduser --system --group ... rbln-artifactd); it ran: "
-          f"{postinst}")
+    if not private_etc:
+        check(any(re.fullmatch(r"adduser .*--system\b.*", call) and
+                  "--group" in call.split() and
+                  call.split()[-1] == "rbln-artifactd" for call in postinst),
+              f"postinst configure did not create the rbln-artifactd system "
+              f"user and group (adduser --system --group ... "
+              f"rbln-artifactd); it ran: {postinst}")
     for (script, argument), made in calls.items():
         for call in made:
             words = call.split()
