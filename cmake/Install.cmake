@@ -30,10 +30,13 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${RBLN_DOC_DIR}/docs
 # Man pages, written by help2man from each program's --help (Debian's
 # help2man; a build without it builds everything else). The environment that
 # changes the help's defaults is cleared, so that the pages show the built-in
-# defaults.
+# defaults (those of the user who builds: root's in CI and the package).
+# Sanitizer and fuzzing builds are never installed, and make none.
 find_program(HELP2MAN help2man)
 find_program(GZIP gzip)
-if(HELP2MAN AND GZIP)
+if(RBLN_SANITIZE OR RBLN_FUZZ)
+  set(RBLN_HAVE_MAN_PAGES OFF)
+elseif(HELP2MAN AND GZIP)
   set(RBLN_MAN_DIR ${CMAKE_BINARY_DIR}/man)
   set(RBLN_MAN_PAGES "")
   foreach(page IN ITEMS "rbln-artifactd;8;serve and resize the KV cache of compiled NPU artifacts"
