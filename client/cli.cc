@@ -19,6 +19,7 @@
 #include "core/defaults.h"
 #include "core/flag_errors.h"
 #include "core/server_address.h"
+#include "core/version.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "rapidjson/document.h"
@@ -159,6 +160,7 @@ struct RawFlags {
   bool describe = false;
   bool list = false;
   bool device_info = false;
+  bool server_info = false;
   std::string model_id;
   std::string output_dir;
   bool replace = false;
@@ -178,6 +180,7 @@ struct RawFlags {
   CLI::Option* describe_opt = nullptr;
   CLI::Option* list_opt = nullptr;
   CLI::Option* device_info_opt = nullptr;
+  CLI::Option* server_info_opt = nullptr;
   CLI::Option* model_id_opt = nullptr;
   CLI::Option* output_dir_opt = nullptr;
   CLI::Option* replace_opt = nullptr;
@@ -232,9 +235,15 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
                  "Print the NPU devices and DRAM figures the daemon uses, "
                  "and their source"))
           ->group(ops);
-  std::vector<CLI::Option*> operations = {f.get_opt,    f.set_opt,
-                                          f.budget_opt, f.describe_opt,
-                                          f.list_opt,   f.device_info_opt};
+  f.server_info_opt =
+      app.add_flag("--server-info", f.server_info,
+                   OptionHelp("Print what the daemon is: its version and "
+                              "commit, host, store and read-only roots, "
+                              "listeners and codec, and who you are to it"))
+          ->group(ops);
+  std::vector<CLI::Option*> operations = {
+      f.get_opt,  f.set_opt,         f.budget_opt,     f.describe_opt,
+      f.list_opt, f.device_info_opt, f.server_info_opt};
   for (size_t i = 0; i < operations.size(); ++i) {
     for (size_t j = i + 1; j < operations.size(); ++j) {
       operations[i]->excludes(operations[j]);
@@ -245,8 +254,8 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
   f.model_id_opt =
       app.add_option("--model-id", f.model_id,
                      OptionHelp("The compiled artifact directory (needed by "
-                                "every operation but --list and "
-                                "--device-info)"))
+                                "every operation but --list, --device-info "
+                                "and --server-info)"))
           ->type_name("DIR")
           ->group(artifact);
   f.verify_opt =
@@ -324,6 +333,10 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
                           "object (below)"))
       ->group(other);
   app.set_help_flag("-h,--help", "Print this help and exit")->group(other);
+  app.set_version_flag("--version", VersionLine(kProgramName),
+                       "Print this client's version and git commit, and "
+                       "exit (--server-info: the daemon's)")
+      ->group(other);
 }
 
 absl::Status UsageError(absl::string_view message) {
@@ -340,7 +353,8 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
       {f.budget_opt, Operation::kFitBudget},
       {f.describe_opt, Operation::kDescribe},
       {f.list_opt, Operation::kList},
-      {f.device_info_opt, Operation::kDeviceInfo}};
+      {f.device_info_opt, Operation::kDeviceInfo},
+      {f.server_info_opt, Operation::kServerInfo}};
   for (const auto& [opt, operation] : operations) {
     if (opt->count() > 0) {
       o.operation = operation;
@@ -352,11 +366,12 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
     return UsageError(
         "choose one operation: --get-kvcache-num-blocks, "
         "--set-kvcache-num-blocks N, --set-memory-budget BUDGET, --describe, "
-        "--list or --device-info");
+        "--list, --device-info or --server-info");
   }
 
-  bool names_artifact =
-      o.operation != Operation::kList && o.operation != Operation::kDeviceInfo;
+  bool names_artifact = o.operation != Operation::kList &&
+                        o.operation != Operation::kDeviceInfo &&
+                        o.operation != Operation::kServerInfo;
   if (names_artifact && f.model_id_opt->count() == 0) {
     return UsageError(absl::StrCat(op_flag, " needs --model-id DIR"));
   }
@@ -824,14 +839,26 @@ std::string FormatDescribe(const v1::DescribeArtifactResponse& reply) {
   return text;
 }
 
-std::string FormatList(const v1::ListArtifactsResponse& reply) {
-  std::string text = absl::StrCat("store: ", reply.store(), "\n");
-  for (const v1::StoreRoot& root : reply.roots()) {
+namespace {
+
+// "store: DIR" and a line per read-only root, for --list and --server-info.
+std::string FormatRoots(
+    const std::string& store,
+    const google::protobuf::RepeatedPtrField<v1::StoreRoot>& roots) {
+  std::string text = absl::StrCat("store: ", store, "\n");
+  for (const v1::StoreRoot& root : roots) {
     if (root.read_only()) {
       absl::StrAppend(&text, "read-only root ", root.name(), ": ", root.dir(),
                       " (artifacts named ", root.name(), ":PATH)\n");
     }
   }
+  return text;
+}
+
+}  // namespace
+
+std::string FormatList(const v1::ListArtifactsResponse& reply) {
+  std::string text = FormatRoots(reply.store(), reply.roots());
   std::string skipped;
   if (reply.skipped_size() > 0) {
     skipped = absl::StrCat("skipped ", reply.skipped_size(), ":\n");
@@ -886,6 +913,16 @@ std::string FormatDeviceInfo(const v1::GetDeviceInfoResponse& reply) {
                              {"CHIPLETS", true},
                              {"SOURCE"}},
                             rows);
+}
+
+std::string FormatServerInfo(const v1::GetServerInfoResponse& reply) {
+  return absl::StrCat(
+      "rbln-artifactd ", reply.version(), " (commit ", reply.commit(), ") on ",
+      reply.hostname().empty() ? "an unnamed host" : reply.hostname(), "\n",
+      FormatRoots(reply.store(), reply.roots()),
+      "listeners: ", absl::StrJoin(reply.listeners(), ", "), "\n",
+      "codec: ", reply.codec(), "\n", "you are: ", reply.caller(), " (",
+      reply.role(), ")\n");
 }
 
 absl::StatusOr<std::string> FormatJson(const google::protobuf::Message& reply) {

@@ -42,6 +42,7 @@ enum class Operation {
   kDescribe,    // --describe
   kList,        // --list
   kDeviceInfo,  // --device-info
+  kServerInfo,  // --server-info
 };
 
 // True for the two operations that change artifacts.
@@ -139,6 +140,10 @@ std::string FormatDescribe(
 std::string FormatList(const rbln::artifact::v1::ListArtifactsResponse& reply);
 std::string FormatDeviceInfo(
     const rbln::artifact::v1::GetDeviceInfoResponse& reply);
+// "rbln-artifactd 0.1.0 (commit …) on HOST", then the store, the read-only
+// roots, the listeners, the codec and the caller with its role.
+std::string FormatServerInfo(
+    const rbln::artifact::v1::GetServerInfoResponse& reply);
 
 // Machine output (stdout): the reply as one line of JSON with proto field
 // names and every field present. Unlike proto3's JSON mapping, 64-bit

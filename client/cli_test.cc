@@ -4,7 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/version.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
@@ -105,6 +107,9 @@ INSTANTIATE_TEST_SUITE_P(
                   {"--get-kvcache-num-blocks", "--set-memory-budget"}},
         UsageCase{{"--describe", "--list"}, {"--describe", "--list"}},
         UsageCase{{"--list", "--device-info"}, {"--list", "--device-info"}},
+        UsageCase{{"--server-info", "--list"}, {"--server-info", "--list"}},
+        UsageCase{{"--server-info", "--model-id", "a"},
+                  {"--model-id does not go with --server-info"}},
         UsageCase{{"--get-kvcache-num-blocks", "--describe", "--model-id", "a"},
                   {"--get-kvcache-num-blocks", "--describe"}},
         // --model-id missing, or given where it means nothing.
@@ -234,7 +239,8 @@ TEST(HelpTest, DocumentsEveryFlagTheExamplesAndExitCodes) {
        {"--get-kvcache-num-blocks", "--set-kvcache-num-blocks N",
         "--set-memory-budget BUDGET", "--model-id DIR", "--output-dir DIR",
         "--server ADDR", "--json", "--dry-run", "--replace", "--expect N",
-        "--describe", "--list", "--device-info", "--verify", "--help"}) {
+        "--describe", "--list", "--device-info", "--server-info", "--verify",
+        "--version", "--help"}) {
     EXPECT_THAT(p.out, HasSubstr(flag));
   }
   EXPECT_THAT(p.out, HasSubstr(kUnix));  // the default server
@@ -359,6 +365,8 @@ TEST(ParseTest, AbsolutePathsAreSentAsGiven) {
 
 TEST(ParseTest, EveryOperationAlone) {
   EXPECT_EQ(ParseOk({"--device-info"}).operation, Operation::kDeviceInfo);
+  EXPECT_EQ(ParseOk({"--server-info", "--json"}).operation,
+            Operation::kServerInfo);
   EXPECT_EQ(ParseOk({"--list", "--json"}).operation, Operation::kList);
   EXPECT_EQ(ParseOk({"--describe", "--model-id", "a"}).operation,
             Operation::kDescribe);
@@ -660,6 +668,39 @@ TEST(FormatTest, DeviceTable) {
   unknown->set_source("probe");
   EXPECT_THAT(FormatDeviceInfo(reply),
               ContainsRegex("\n +1  RBLN-XZ1 .* - +probe\n"));
+}
+
+TEST(HelpTest, VersionPrintsTheProjectVersionAndCommit) {
+  Parsed p = Parse({"--version"});
+  EXPECT_FALSE(p.result.options.has_value());
+  EXPECT_EQ(p.result.exit_code, kExitOk);
+  EXPECT_EQ(p.err, "");
+  EXPECT_EQ(p.out, absl::StrCat("rbln-artifact ", RBLN_EXPECTED_VERSION,
+                                " (commit ", rbln::BuildCommit(), ")\n"));
+}
+
+TEST(FormatTest, ServerInfo) {
+  auto reply = FromText<v1::GetServerInfoResponse>(R"pb(
+    version: "0.1.0"
+    commit: "1a2b3c4d5e6f"
+    hostname: "npu-7"
+    store: "/var/lib/rbln-artifactd"
+    roots { name: "" dir: "/var/lib/rbln-artifactd" read_only: false }
+    roots { name: "models" dir: "/srv/models" read_only: true }
+    listeners: "unix:/run/rbln-artifactd.sock"
+    listeners: "0.0.0.0:50051"
+    codec: "built-in"
+    caller: "cn:fleet-job"
+    role: "reader"
+  )pb");
+  EXPECT_EQ(FormatServerInfo(reply),
+            "rbln-artifactd 0.1.0 (commit 1a2b3c4d5e6f) on npu-7\n"
+            "store: /var/lib/rbln-artifactd\n"
+            "read-only root models: /srv/models (artifacts named "
+            "models:PATH)\n"
+            "listeners: unix:/run/rbln-artifactd.sock, 0.0.0.0:50051\n"
+            "codec: built-in\n"
+            "you are: cn:fleet-job (reader)\n");
 }
 
 TEST(FormatTest, JsonParsesBackWithProtoNamesAndDefaults) {

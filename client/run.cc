@@ -219,6 +219,12 @@ int RunCommand(const CliOptions& options,
       if (status.ok()) err << FormatWarnings(reply.warnings());
       return finish(status, reply, FormatDeviceInfo(reply));
     }
+    case Operation::kServerInfo: {
+      v1::GetServerInfoResponse reply;
+      grpc::Status status =
+          stub.GetServerInfo(&context, v1::GetServerInfoRequest(), &reply);
+      return finish(status, reply, FormatServerInfo(reply));
+    }
     case Operation::kSet:
     case Operation::kFitBudget:
       break;  // handled above

@@ -19,11 +19,11 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # verify wants ExecStart's program to exist: a copy of the unit runs the
-# built binary instead of the packaged /usr/bin/rbln-artifactd.
+# built binary instead of the packaged /usr/sbin/rbln-artifactd.
 copy=$tmp/rbln-artifactd.service
-sed "s#^ExecStart=/usr/bin/rbln-artifactd #ExecStart=$bin_dir/rbln-artifactd #" "$unit" >"$copy"
+sed "s#^ExecStart=/usr/sbin/rbln-artifactd #ExecStart=$bin_dir/rbln-artifactd #" "$unit" >"$copy"
 if ! grep -q "^ExecStart=$bin_dir/rbln-artifactd " "$copy"; then
-  echo "FAIL: $unit: no 'ExecStart=/usr/bin/rbln-artifactd ' line to check" >&2
+  echo "FAIL: $unit: no 'ExecStart=/usr/sbin/rbln-artifactd ' line to check" >&2
   exit 1
 fi
 

@@ -13,6 +13,8 @@ packages=(
   libsystemd-dev  # sd_notify: Type=notify under systemd
   python3 python3-grpcio python3-protobuf
   clang libclang-rt-14-dev  # the fuzz stage: clang++ and libFuzzer
+  help2man  # the man pages, from --help
+  dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps finds the runtime packages
 )
 
 missing=()

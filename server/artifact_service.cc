@@ -1,6 +1,7 @@
 #include "server/artifact_service.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "core/fit.h"
 #include "core/status_macros.h"
 #include "core/text.h"
+#include "core/version.h"
 #include "google/rpc/status.pb.h"
 #include "rbln/artifact/v1/reply_metadata.h"
 #include "server/log_format.h"
@@ -108,6 +110,19 @@ void FillBucket(const BucketFit& b, v1::BucketPlan* out) {
   out->set_headroom_bytes(b.headroom_bytes);
 }
 
+// The store's root and its roots (the store first, then the read-only
+// ones), as ListArtifacts and GetServerInfo report them.
+void FillRoots(const ArtifactStore& store, std::string* store_root,
+               google::protobuf::RepeatedPtrField<v1::StoreRoot>* roots) {
+  *store_root = store.root();
+  for (const StoreRootInfo& info : store.roots()) {
+    v1::StoreRoot* root = roots->Add();
+    root->set_name(info.name);
+    root->set_dir(WireName(info.dir));
+    root->set_read_only(info.read_only);
+  }
+}
+
 }  // namespace
 
 // One log line per request (logfmt, or JSON: server/log_format.h), written when
@@ -183,11 +198,13 @@ std::string ArtifactServiceImpl::LogName(const std::string& requested) const {
 ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
                                          DramProvider* dram,
                                          const Authenticator* auth,
-                                         int max_concurrent_writes)
+                                         int max_concurrent_writes,
+                                         ServerFacts facts)
     : store_(store),
       dram_(dram),
       auth_(auth),
-      max_concurrent_writes_(max_concurrent_writes) {}
+      max_concurrent_writes_(max_concurrent_writes),
+      facts_(std::move(facts)) {}
 
 absl::StatusOr<Caller> ArtifactServiceImpl::Authorize(
     grpc::ServerContext* context, RequestLog& log, bool writes,
@@ -463,13 +480,7 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
   if (!caller.ok()) return log.Finish(caller.status());
   absl::StatusOr<StoreListing> listing = store_->ListAll();
   if (!listing.ok()) return log.Finish(listing.status());
-  resp->set_store(store_->root());
-  for (const StoreRootInfo& info : store_->roots()) {
-    v1::StoreRoot* root = resp->add_roots();
-    root->set_name(info.name);
-    root->set_dir(WireName(info.dir));
-    root->set_read_only(info.read_only);
-  }
+  FillRoots(*store_, resp->mutable_store(), resp->mutable_roots());
   for (const StoreListing::Skipped& entry : listing->skipped) {
     v1::SkippedEntry* skipped = resp->add_skipped();
     skipped->set_artifact(WireName(entry.name));
@@ -560,6 +571,30 @@ grpc::Status ArtifactServiceImpl::GetWriteProgress(
     }
   }
   return MarkedReply(context, grpc::Status::OK);
+}
+
+grpc::Status ArtifactServiceImpl::GetServerInfo(
+    grpc::ServerContext* context, const v1::GetServerInfoRequest*,
+    v1::GetServerInfoResponse* resp) {
+  RequestLog log(this, context, "GetServerInfo", "");
+  absl::StatusOr<Caller> caller = auth_->Identify(*context);
+  if (!caller.ok()) return log.Finish(caller.status());
+  log.SetCaller(*caller);
+  resp->set_version(std::string(ProjectVersion()));
+  resp->set_commit(std::string(BuildCommit()));
+  // HOST_NAME_MAX is 64 on Linux; the buffer leaves room for the NUL.
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) {
+    resp->set_hostname(WireText(host));
+  }
+  FillRoots(*store_, resp->mutable_store(), resp->mutable_roots());
+  for (const std::string& listener : facts_.listeners) {
+    resp->add_listeners(WireText(listener));
+  }
+  resp->set_codec(facts_.codec);
+  resp->set_caller(WireText(caller->identity));
+  resp->set_role(std::string(caller->role()));
+  return log.Finish(absl::OkStatus());
 }
 
 void ArtifactServiceImpl::CancelUncommittedWrites() { stopping_.store(true); }

@@ -33,14 +33,24 @@ namespace rbln {
 
 namespace v1 = ::rbln::artifact::v1;
 
+// What GetServerInfo reports that only the daemon's main() knows.
+struct ServerFacts {
+  // Every address served, "unix:PATH" or "HOST:PORT" (--listen, then any
+  // other listener).
+  std::vector<std::string> listeners;
+  // What reads and rewrites the containers ("built-in").
+  std::string codec;
+};
+
 class ArtifactServiceImpl final : public v1::ArtifactService::Service {
  public:
   // `store`, `dram` and `auth` must outlive the service. At most
   // `max_concurrent_writes` writes run at once; more get UNAVAILABLE. Every
   // call is identified by `auth`; Set and Fit other than dry runs need an
-  // operator (CheckMayWrite).
+  // operator (CheckMayWrite). `facts` are reported by GetServerInfo.
   ArtifactServiceImpl(ArtifactStore* store, DramProvider* dram,
-                      const Authenticator* auth, int max_concurrent_writes);
+                      const Authenticator* auth, int max_concurrent_writes,
+                      ServerFacts facts);
 
   grpc::Status GetKvcacheNumBlocks(
       grpc::ServerContext* context, const v1::GetKvcacheNumBlocksRequest* req,
@@ -63,6 +73,9 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
   grpc::Status GetWriteProgress(grpc::ServerContext* context,
                                 const v1::GetWriteProgressRequest* req,
                                 v1::GetWriteProgressResponse* resp) override;
+  grpc::Status GetServerInfo(grpc::ServerContext* context,
+                             const v1::GetServerInfoRequest* req,
+                             v1::GetServerInfoResponse* resp) override;
 
   // Shutdown, second step (the first is grpc::Server::Shutdown, which takes
   // no new calls): every write not yet at its commit point stops, changing
@@ -124,6 +137,7 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
   DramProvider* const dram_;
   const Authenticator* const auth_;
   const int max_concurrent_writes_;
+  const ServerFacts facts_;
   std::atomic<bool> stopping_{false};
 
   mutable absl::Mutex mu_;

@@ -45,6 +45,7 @@
 #include "core/socket_access.h"
 #include "core/store.h"
 #include "core/subprocess.h"
+#include "core/version.h"
 #include "server/artifact_service.h"
 #include "server/auth.h"
 #include "server/log_format.h"
@@ -280,6 +281,8 @@ int main(int argc, char** argv) {
       "(rbln.artifact.v1.ArtifactService, with health checking and "
       "reflection).",
       kProgramName};
+  app.set_version_flag("--version", rbln::VersionLine(kProgramName),
+                       "Print the version and the git commit, and exit");
   std::string store_dir = rbln::DefaultStoreDir();
   std::vector<std::string> listen;
   std::string device_dram;
@@ -643,8 +646,10 @@ int main(int argc, char** argv) {
     tcp_credentials = grpc::experimental::TlsServerCredentials(tls_options);
   }
 
+  // The codec: core/container.h's own reader and writer of .rbln files.
   rbln::ArtifactServiceImpl service(store->get(), dram.get(), auth->get(),
-                                    max_writes);
+                                    max_writes,
+                                    {.listeners = listen, .codec = "built-in"});
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -15,6 +15,7 @@
 #include "core/budget.h"
 #include "core/env.h"
 #include "core/flag_errors.h"
+#include "core/version.h"
 #include "tools/synth.h"
 
 namespace {
@@ -45,6 +46,8 @@ int main(int argc, char** argv) {
       "  0  the artifact was written\n"
       "  1  it could not be written (the message says why)\n"
       "  2  usage error; nothing was written");
+  app.set_version_flag("--version", rbln::VersionLine(kProgramName),
+                       "Print the version and the git commit, and exit");
   std::string preset = "tiny";
   std::string out;
   app.add_option("--preset", preset,

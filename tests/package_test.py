@@ -1,0 +1,306 @@
+#!/usr/bin/python3
+"""The Debian package, built and taken apart as an operator would get it.
+
+Runs `cpack -G DEB` in the build directory (cmake/Install.cmake), unpacks the
+.deb with `dpkg-deb -x` into a temporary root, and checks:
+  * every program runs from there: --version prints the project version and
+    the same commit as the build tree's program, --help its usage;
+  * the man pages (when the build had help2man), the systemd unit, the
+    .proto files and the docs are in the package;
+  * the control file: the package's name and version, and Depends naming
+    Debian packages this machine has (dpkg-shlibdeps' libraries, adduser);
+  * the maintainer scripts: postinst creates the rbln-artifactd system user
+    and group, and no script starts or enables the unit. The scripts run
+    with `systemctl` and its Debian helpers replaced by recorders on PATH,
+    and are read for any start or enable. As root, postinst runs the real
+    adduser in a private mount namespace over a copy of /etc (unshare -m),
+    so that the user is made there and the machine's /etc is untouched;
+    elsewhere adduser is a recorder too.
+Exits 77 (skipped), saying why, where cpack or dpkg-deb is missing.
+"""
+
+import glob
+import gzip
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+PROGRAMS = {  # program -> where the package installs it
+    "rbln-artifactd": "usr/sbin",
+    "rbln-artifact": "usr/bin",
+    "rbln-artifact-synth": "usr/bin",
+}
+MAN_PAGES = {
+    "rbln-artifactd": ("usr/share/man/man8/rbln-artifactd.8.gz", "8",
+                       r"\-\-listen"),
+    "rbln-artifact": ("usr/share/man/man1/rbln-artifact.1.gz", "1",
+                      r"\-\-server\-info"),
+    "rbln-artifact-synth": ("usr/share/man/man1/rbln-artifact-synth.1.gz",
+                            "1", r"\-\-preset"),
+}
+FILES = [
+    "usr/lib/systemd/system/rbln-artifactd.service",
+    "usr/share/rbln-artifactd/proto/rbln/artifact/v1/artifact_service.proto",
+    "usr/share/rbln-artifactd/proto/google/rpc/status.proto",
+    "usr/share/doc/rbln-artifactd/README.md",
+    "usr/share/doc/rbln-artifactd/docs/security.md",
+]
+# What a maintainer script must not do: start or enable the unit.
+STARTS = re.compile(
+    r"systemctl\b[^\n]*\b(start|enable|restart|reload-or-restart)\b"
+    r"|deb-systemd-invoke\b[^\n]*\b(start|restart)\b"
+    r"|deb-systemd-helper\b[^\n]*\benable\b")
+
+failures = []
+
+
+def check(ok, message):
+    if not ok:
+        failures.append(message)
+
+
+def run(argv, **kwargs):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                          **kwargs)
+
+
+def build_package(cpack, build_dir, out_dir):
+    """The path of the .deb cpack writes into out_dir."""
+    made = run([cpack, "-G", "DEB", "-B", out_dir, "--config",
+                os.path.join(build_dir, "CPackConfig.cmake")], cwd=build_dir)
+    if made.returncode != 0:
+        sys.exit(f"cpack -G DEB failed (exit {made.returncode}):\n"
+                 f"{made.stdout}{made.stderr}")
+    debs = glob.glob(os.path.join(out_dir, "*.deb"))
+    if len(debs) != 1:
+        sys.exit(f"cpack wrote {debs or 'no .deb'} into {out_dir}:\n"
+                 f"{made.stdout}")
+    return debs[0]
+
+
+def check_control(deb, version):
+    fields = run(["dpkg-deb", "-f", deb, "Package", "Version", "Depends"])
+    check(fields.returncode == 0, f"dpkg-deb -f: {fields.stderr}")
+    control = dict(line.split(": ", 1)
+                   for line in fields.stdout.splitlines() if ": " in line)
+    check(control.get("Package") == "rbln-artifactd",
+          f"Package: {control.get('Package')}")
+    check(control.get("Version") == version,
+          f"Version: {control.get('Version')}, CMake says {version}")
+    depends = control.get("Depends", "")
+    names = [re.split(r"[\s(]", alternative.strip())[0]
+             for dep in depends.split(",") for alternative in dep.split("|")]
+    for wanted in (r"libc6", r"libgrpc\+\+[0-9.]+", r"libprotobuf[0-9]+",
+                   r"adduser"):
+        check(any(re.fullmatch(wanted, name) for name in names),
+              f"Depends has no {wanted}: {depends}")
+    for name in names:
+        known = run(["dpkg-query", "-W", "-f=${Status}", name])
+        check(known.returncode == 0 and "installed" in known.stdout,
+              f"Depends names {name}, which dpkg does not know here")
+
+
+def check_programs(root, bin_dir):
+    env = dict(os.environ)
+    for var in ("RBLN_ARTIFACTD_SOCKET", "RBLN_ARTIFACTD_ADDRESS",
+                "RBLN_ARTIFACTD_STORE"):
+        env.pop(var, None)
+    for program, directory in PROGRAMS.items():
+        path = os.path.join(root, directory, program)
+        if not os.access(path, os.X_OK):
+            failures.append(f"{directory}/{program} is not in the package")
+            continue
+        built = run([os.path.join(bin_dir, program), "--version"], env=env)
+        version = run([path, "--version"], env=env)
+        check(version.returncode == 0 and version.stdout == built.stdout,
+              f"{program} --version from the package: exit "
+              f"{version.returncode}, {version.stdout!r}{version.stderr!r}; "
+              f"the build tree's says {built.stdout!r}")
+        check(re.fullmatch(re.escape(program) + " " +
+                           re.escape(os.environ["RBLN_EXPECTED_VERSION"]) +
+                           r" \(commit \S+\)\n", version.stdout),
+              f"{program} --version: {version.stdout!r}")
+        helped = run([path, "--help"], env=env)
+        check(helped.returncode == 0 and "Usage: " in helped.stdout and
+              "--version" in helped.stdout,
+              f"{program} --help from the package: exit {helped.returncode}, "
+              f"{helped.stdout[:200]!r}{helped.stderr[:200]!r}")
+
+
+def check_files(root, man_pages):
+    for relative in FILES:
+        check(os.path.isfile(os.path.join(root, relative)),
+              f"{relative} is not in the package")
+    proto = os.path.join(root, FILES[1])
+    if os.path.isfile(proto):
+        with open(proto, encoding="utf-8") as f:
+            check("rpc GetServerInfo" in f.read(),
+                  "the packaged artifact_service.proto has no GetServerInfo")
+    if not man_pages:
+        print("note: the build had no help2man, so the man pages are not "
+              "checked")
+        return
+    for program, (relative, section, flag) in MAN_PAGES.items():
+        path = os.path.join(root, relative)
+        if not os.path.isfile(path):
+            failures.append(f"{relative} is not in the package")
+            continue
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            page = f.read()
+        title = re.search(r'^\.TH "?([^" ]+)"? "?(\d)"? .*"' +
+                          re.escape(program) + " " +
+                          re.escape(os.environ["RBLN_EXPECTED_VERSION"]),
+                          page, re.M)
+        check(title is not None and title.group(1) == program.upper() and
+              title.group(2) == section,
+              f"{relative}: no .TH {program.upper()} {section} ... "
+              f"{program} VERSION line")
+        check(flag in page, f"{relative} does not document {flag}")
+
+
+def copy_etc(work):
+    """A copy of /etc for a private mount namespace (what cannot be read,
+    such as sockets, is left out)."""
+    etc = os.path.join(work, "etc")
+    shutil.copytree("/etc", etc, symlinks=True,
+                    ignore_dangling_symlinks=True,
+                    copy_function=copy_if_regular)
+    return etc
+
+
+def copy_if_regular(source, target):
+    try:
+        shutil.copy2(source, target)
+    except OSError:
+        pass
+
+
+def check_system_user(getent):
+    """`getent passwd` and `getent group` of rbln-artifactd, as printed after
+    postinst: a system user (uid below 1000) with its own group, no login."""
+    lines = getent.splitlines()
+    user = lines[0].split(":") if lines else []
+    group = lines[1].split(":") if len(lines) > 1 else []
+    check(len(user) == 7 and user[0] == "rbln-artifactd" and
+          int(user[2]) < 1000 and user[6].endswith("nologin"),
+          f"postinst made no rbln-artifactd system user: {getent!r}")
+    check(len(group) == 4 and group[0] == "rbln-artifactd" and
+          len(user) == 7 and group[2] == user[3],
+          f"postinst made no rbln-artifactd group for the user: {getent!r}")
+
+
+def check_maintainer_scripts(deb, work):
+    control_dir = os.path.join(work, "control")
+    extracted = run(["dpkg-deb", "-e", deb, control_dir])
+    check(extracted.returncode == 0, f"dpkg-deb -e: {extracted.stderr}")
+    for script in ("preinst", "postinst", "prerm", "postrm"):
+        path = os.path.join(control_dir, script)
+        if not os.path.exists(path):
+            continue
+        check(os.access(path, os.X_OK), f"{script} is not executable")
+        syntax = run(["sh", "-n", path])
+        check(syntax.returncode == 0, f"{script}: sh -n: {syntax.stderr}")
+        with open(path, encoding="utf-8") as f:
+            # Comments may say what an operator runs.
+            text = "\n".join(line for line in f.read().splitlines()
+                             if not line.lstrip().startswith("#"))
+        found = STARTS.search(text)
+        check(found is None,
+              f"{script} starts or enables the unit: {found and found.group(0)}")
+
+    # The scripts run as dpkg runs them, with recorders for the commands that
+    # would change this machine.
+    recorders = os.path.join(work, "recorders")
+    log = os.path.join(work, "calls.log")
+    os.makedirs(recorders)
+    private_etc = (os.geteuid() == 0 and shutil.which("unshare") and
+                   shutil.which("adduser"))
+    recorded = ["systemctl", "deb-systemd-invoke", "deb-systemd-helper",
+                "systemd-sysusers"]
+    if not private_etc:
+        print("note: not root, or no unshare or adduser: adduser is recorded, "
+              "not run")
+        recorded += ["adduser", "useradd", "groupadd"]
+    for command in recorded:
+        with open(os.path.join(recorders, command), "w") as f:
+            f.write(f'#!/bin/sh\necho "{command} $*" >> "{log}"\n')
+        os.chmod(os.path.join(recorders, command), 0o755)
+    env = dict(os.environ, PATH=recorders + ":" + os.environ["PATH"])
+    calls = {}
+    for script, argument in (("postinst", "configure"), ("prerm", "remove"),
+                             ("postrm", "remove"), ("postrm", "purge")):
+        path = os.path.join(control_dir, script)
+        if not os.path.exists(path):
+            failures.append(f"the package has no {script}")
+            continue
+        open(log, "w").close()
+        if private_etc and script == "postinst":
+            # Twice: a reinstall finds the user there already.
+            ran = run(["unshare", "-m", "sh", "-ec",
+                       'mount --bind "$1" /etc; "$2" configure; '
+                       '"$2" configure; getent passwd rbln-artifactd; '
+                       'getent group rbln-artifactd',
+                       "sh", copy_etc(work), path], env=env)
+            check_system_user(ran.stdout)
+        else:
+            ran = run([path, argument], env=env)
+        check(ran.returncode == 0,
+              f"{script} {argument}: exit {ran.returncode}: {ran.stderr}")
+        with open(log) as f:
+            calls[(script, argument)] = f.read().splitlines()
+    postinst = calls.get(("postinst", "configure"), [])
+    if not private_etc:
+        check(any(re.fullmatch(r"adduser .*--system\b.*", call) and
+                  "--group" in call.split() and
+                  call.split()[-1] == "rbln-artifactd" for call in postinst),
+              f"postinst configure did not create the rbln-artifactd system "
+              f"user and group (adduser --system --group ... "
+              f"rbln-artifactd); it ran: {postinst}")
+    for (script, argument), made in calls.items():
+        for call in made:
+            words = call.split()
+            allowed = (words[:2] == ["systemctl", "daemon-reload"] or
+                       words[:3] == ["systemctl", "stop",
+                                     "rbln-artifactd.service"] or
+                       words[0] == "adduser")
+            check(allowed and not STARTS.search(call),
+                  f"{script} {argument} ran '{call}'")
+
+
+def main():
+    cpack = os.environ.get("RBLN_CPACK") or shutil.which("cpack")
+    missing = [tool for tool, path in (
+        ("cpack", cpack), ("dpkg-deb", shutil.which("dpkg-deb")),
+        ("dpkg-shlibdeps", shutil.which("dpkg-shlibdeps")),
+        ("file", shutil.which("file"))) if not path or not os.path.exists(path)]
+    if missing:
+        print(f"SKIP: {', '.join(missing)} not found; deploy/install-deps.sh "
+              "installs them")
+        return SKIP
+    build_dir = os.environ["RBLN_BUILD_DIR"]
+    work = tempfile.mkdtemp(prefix="rbln-package-")
+    try:
+        deb = build_package(cpack, build_dir, os.path.join(work, "out"))
+        root = os.path.join(work, "root")
+        unpacked = run(["dpkg-deb", "-x", deb, root])
+        if unpacked.returncode != 0:
+            sys.exit(f"dpkg-deb -x {deb}: {unpacked.stderr}")
+        check_control(deb, os.environ["RBLN_EXPECTED_VERSION"])
+        check_programs(root, os.environ["RBLN_BIN_DIR"])
+        check_files(root, os.environ.get("RBLN_MAN_PAGES") == "ON")
+        check_maintainer_scripts(deb, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for failure in failures:
+        print("FAIL:", failure)
+    if not failures:
+        print(f"ok: {os.path.basename(deb)}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
