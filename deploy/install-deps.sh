@@ -14,6 +14,12 @@ packages=(
   clang libclang-rt-14-dev  # the fuzz stage: clang++ and libFuzzer
 )
 
+# node and npm validate deploy/kubernetes/ (tests/kubernetes_test.py):
+# Debian's, unless a node with npm (e.g. nodesource's) is there already.
+if ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
