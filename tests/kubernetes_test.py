@@ -186,7 +186,7 @@ class ConfigMapTest(unittest.TestCase):
 
         def move_path(match):
             moved[match.group(2)] = self.tmp + match.group(2)
-            return f'"{match.group(1)}{self.tmp}{match.group(2)}"'
+            return f'"{match.group(1) or ""}{self.tmp}{match.group(2)}"'
 
         def move_address(match):
             moved[match.group(0)] = f'"127.0.0.1:{free_port()}"'
