@@ -41,10 +41,14 @@ while [ $# -gt 0 ]; do
     *) echo "$0: unknown argument '$1'" >&2; usage ;;
   esac
 done
-[ -n "$artifact" ] && [ -n "$budget" ] || usage
+if [ -z "$artifact" ] || [ -z "$budget" ]; then usage; fi
 # The values go into YAML and a path: nothing that could change either.
 if ! [[ $artifact =~ ^[A-Za-z0-9._][A-Za-z0-9._/-]*$ ]] || [[ $artifact == *..* ]]; then
   echo "$0: --artifact '$artifact': give a path inside the store (letters, digits, . _ - /, no ..)" >&2
+  exit 2
+fi
+if [ -n "$image" ] && ! [[ $image =~ ^[A-Za-z0-9][A-Za-z0-9./:@_-]*$ ]]; then
+  echo "$0: --image '$image' is not an image reference" >&2
   exit 2
 fi
 if ! [[ $budget =~ ^[0-9.]+(%|[KMGT]i?B|B)?$ ]]; then
@@ -104,7 +108,7 @@ for node in $nodes; do
   state=""
   while [ $SECONDS -lt $deadline ]; do
     state=$(kubectl -n "$namespace" get job "$job" \
-      -o jsonpath='{range .status.conditions[?(@.status=="True")]}{.type} {end}')
+      -o jsonpath='{range .status.conditions[?(@.status=="True")]}{.type} {end}' || true)
     case $state in
       *Complete*) state=succeeded; break ;;
       *Failed*) state=failed; break ;;

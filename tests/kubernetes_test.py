@@ -131,8 +131,8 @@ class ManifestTest(unittest.TestCase):
         self.assertIn("2 documents in 1 files are valid", out)
         # What could break the YAML or leave the store is refused.
         for bad in (["--artifact", "../etc"], ["--artifact", "a\nb"],
-                    ["--budget", "0.8\"x"]):
-            args = {"--artifact": "llama", "--budget": "0.8"}
+                    ["--budget", "0.8\"x"], ["--image", "a|b"]):
+            args = {"--artifact": "llama", "--budget": "0.8", "--image": "i"}
             args[bad[0]] = bad[1]
             refused = subprocess.run(
                 [os.path.join(SOURCE, "deploy", "fleet-budget.sh"),
