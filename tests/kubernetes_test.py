@@ -2,11 +2,11 @@
 """deploy/kubernetes/, checked offline (docs/deploying.md, "A fleet").
 
 ManifestTest: every YAML document in deploy/kubernetes/ is valid against the
-Kubernetes API schemas (deploy/kubernetes/validate/, the npm package
-kubernetes-models, installed into the build directory by `npm ci` from its
-lock file); broken copies of them are refused, each with a message that
-names what is wrong; the Jobs that deploy/fleet-budget.sh renders are valid
-too.
+Kubernetes API schemas and type declarations (deploy/kubernetes/validate/:
+the npm packages kubernetes-models and typescript, installed into the build
+directory by `npm ci` from its lock file); broken copies of them are
+refused, each with a message that names what is wrong; the Jobs that
+deploy/fleet-budget.sh renders are valid too.
 
 ConfigMapTest: the ConfigMap's config file, taken out of the YAML by the
 same parser, starts the real rbln-artifactd with its paths moved into a
@@ -88,6 +88,13 @@ class ManifestTest(unittest.TestCase):
             # A memory limit that is no quantity.
             ("daemonset.yaml", "memory: 512Mi", "memory: lots",
              "must match format \"quantity\""),
+            # A misspelt optional field: the schemas allow unknown fields,
+            # the type declarations do not.
+            ("daemonset.yaml", "readOnlyRootFilesystem: true",
+             "readOnlyRootFilesytem: true",
+             "'\"readOnlyRootFilesytem\"' does not exist in type"),
+            ("jobs/budget-job.yaml", "nodeSelector:", "nodeSelecter:",
+             "'\"nodeSelecter\"' does not exist in type 'IPodSpec'"),
             # A misspelt kind.
             ("service.yaml", "kind: Service", "kind: Servise",
              "unknown apiVersion/kind v1 Servise"),
@@ -99,13 +106,21 @@ class ManifestTest(unittest.TestCase):
             ("jobs/budget-job.yaml", "backoffLimit: 0", "backoffLimit: [0",
              "budget-job.yaml"),
         ]
-        for file, old, new, message in cases:
-            with self.subTest(file=file, new=new):
-                copy, path = self.broken_copy(file, old, new)
-                code, out = validator(copy)
-                self.assertEqual(code, 1, out)
-                self.assertIn(path, out)
-                self.assertIn(message, out)
+        # One run over all the copies (each starts node and TypeScript).
+        copies = [self.broken_copy(file, old, new) + (message,)
+                  for file, old, new, message in cases]
+        code, out = validator(*[copy for copy, _, _ in copies])
+        self.assertEqual(code, 1, out)
+        lines = out.splitlines()
+        for copy, path, message in copies:
+            with self.subTest(path=path, message=message):
+                self.assertTrue(
+                    any(line.startswith(path) and message in line
+                        for line in lines), out)
+                # Nothing else of that copy is wrong.
+                self.assertEqual(
+                    [line for line in lines if line.startswith(copy + "/")
+                     and not line.startswith(path)], [], out)
 
     def test_rendered_budget_jobs_are_valid(self):
         render = subprocess.run(
