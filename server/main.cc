@@ -324,12 +324,7 @@ class HealthServer {
       health->Drain();
       return nullptr;
     }
-    health->poller_ = std::thread([queue = health->queue_.get()]() {
-      void* tag = nullptr;
-      bool ok = false;
-      while (queue->Next(&tag, &ok)) {
-      }
-    });
+    health->poller_ = std::thread([self = health.get()]() { self->Drain(); });
     return health;
   }
 
@@ -345,6 +340,7 @@ class HealthServer {
  private:
   HealthServer() = default;
 
+  // Waits on the queue until it is shut down and empty.
   void Drain() {
     void* tag = nullptr;
     bool ok = false;
