@@ -17,6 +17,12 @@ packages=(
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps finds the runtime packages
 )
 
+# node and npm validate deploy/kubernetes/ (tests/kubernetes_test.py):
+# Debian's, unless a node with npm (e.g. nodesource's) is there already.
+if ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

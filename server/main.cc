@@ -178,14 +178,14 @@ int TcpBindError(const rbln::ServerAddress& address) {
 // a log line: an exit code and message, or nullopt when all looks bindable.
 std::optional<std::pair<int, std::string>> CheckListenAddress(
     const std::string& text, const rbln::ServerAddress& address,
-    int bad_value_code) {
+    int bad_value_code, const std::string& flag = "--listen") {
   using Kind = rbln::ServerAddress::Kind;
   if (address.kind == Kind::kUnix) {
     if (UnixSocketIsLive(address.path)) {
       return std::make_pair(
           kExitUnavailable,
           absl::StrCat("another server already listens on ", text,
-                       "; stop it or choose another --listen"));
+                       "; stop it or choose another ", flag));
     }
     std::error_code ec;
     const std::filesystem::path dir =
@@ -205,14 +205,14 @@ std::optional<std::pair<int, std::string>> CheckListenAddress(
   if (error == EADDRINUSE) {
     return std::make_pair(
         kExitUnavailable,
-        absl::StrCat("port ", address.port, " is in use (--listen ", text,
+        absl::StrCat("port ", address.port, " is in use (", flag, " ", text,
                      "): another program listens on it; stop it or choose "
                      "another port"));
   }
   if (error < 0) {
-    return std::make_pair(bad_value_code,
-                          absl::StrCat("--listen ", text, ": cannot resolve '",
-                                       address.host, "'"));
+    return std::make_pair(
+        bad_value_code,
+        absl::StrCat(flag, " ", text, ": cannot resolve '", address.host, "'"));
   }
   return std::make_pair(kExitConfig, absl::StrCat("cannot listen on ", text,
                                                   ": ", strerror(error)));
@@ -271,6 +271,74 @@ ChooseDramProvider(const std::string& device_dram, const std::string& rbln_smi,
   return std::make_pair(rbln::NewProbeProvider(std::move(probe)),
                         std::move(description));
 }
+
+// Health requests carry a service name; nothing bigger is accepted on the
+// health port.
+constexpr int kHealthMaxRequestBytes = 4096;
+
+// Drops the plugins that every ServerBuilder takes from gRPC's process-wide
+// list (server reflection, here), so that the health port describes nothing.
+class WithoutPlugins final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>*
+                         plugins) override {
+    plugins->clear();
+  }
+};
+
+// The --health-listen server: grpc.health.v1.Health (gRPC's default health
+// service) and nothing else, plaintext, for probes that present no client
+// certificate (kubelet's gRPC probes). Stops when destroyed.
+class HealthServer {
+ public:
+  // nullptr when it cannot listen on `address`.
+  static std::unique_ptr<HealthServer> Start(const std::string& address) {
+    auto health = std::unique_ptr<HealthServer>(new HealthServer());
+    grpc::ServerBuilder builder;
+    builder.SetOption(std::make_unique<WithoutPlugins>());
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+    builder.SetMaxReceiveMessageSize(kHealthMaxRequestBytes);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // gRPC 1.51 builds a server without services only with a completion
+    // queue that is polled: the default health service, a callback
+    // service, is added later. No call is ever requested on this queue; a
+    // thread waits on it until shutdown.
+    health->queue_ = builder.AddCompletionQueue(/*is_frequently_polled=*/true);
+    health->server_ = builder.BuildAndStart();
+    if (health->server_ == nullptr) {
+      health->queue_->Shutdown();
+      health->Drain();
+      return nullptr;
+    }
+    health->poller_ = std::thread([self = health.get()]() { self->Drain(); });
+    return health;
+  }
+
+  ~HealthServer() {
+    if (server_ == nullptr) return;
+    server_->Shutdown(std::chrono::system_clock::now());
+    queue_->Shutdown();
+    poller_.join();
+  }
+
+  grpc::Server* server() const { return server_.get(); }
+
+ private:
+  HealthServer() = default;
+
+  // Waits on the queue until it is shut down and empty.
+  void Drain() {
+    void* tag = nullptr;
+    bool ok = false;
+    while (queue_->Next(&tag, &ok)) {
+    }
+  }
+
+  std::unique_ptr<grpc::ServerCompletionQueue> queue_;
+  std::unique_ptr<grpc::Server> server_;
+  std::thread poller_;
+};
 
 }  // namespace
 
@@ -389,6 +457,13 @@ int main(int argc, char** argv) {
                  "up, and a set that fails its checks keeps the old one")
       ->check(CLI::Range(0, 86400))
       ->capture_default_str();
+  std::string health_listen;
+  app.add_option("--health-listen", health_listen,
+                 "Also serve gRPC health checking (grpc.health.v1.Health, "
+                 "the same status as the main listeners) and nothing else on "
+                 "HOST:PORT, plaintext and to any caller: for probes without "
+                 "a client certificate, such as kubelet's")
+      ->type_name("HOST:PORT");
   app.add_flag("--allow-insecure-tcp", allow_insecure_tcp,
                "Allow a TCP listener on a non-loopback address without TLS "
                "(a warning at start); refused otherwise");
@@ -478,6 +553,23 @@ int main(int argc, char** argv) {
     if (!address.ok()) return bad_value("--listen", address.status().message());
     text = rbln::GrpcTarget(*address);  // a bare path as unix:PATH
     addresses.push_back(*std::move(address));
+  }
+
+  std::optional<rbln::ServerAddress> health_address;
+  if (!health_listen.empty()) {
+    absl::StatusOr<rbln::ServerAddress> address =
+        rbln::ParseServerAddress(health_listen);
+    if (!address.ok()) {
+      return bad_value("--health-listen", address.status().message());
+    }
+    if (address->kind != rbln::ServerAddress::Kind::kTcp) {
+      return bad_value("--health-listen",
+                       absl::StrCat("needs HOST:PORT (a TCP port for probes "
+                                    "such as kubelet's), got '",
+                                    health_listen, "'"));
+    }
+    health_listen = rbln::GrpcTarget(*address);
+    health_address = *std::move(address);
   }
 
   absl::StatusOr<mode_t> socket_mode = rbln::ParseSocketMode(socket_mode_text);
@@ -619,6 +711,15 @@ int main(int argc, char** argv) {
         CheckListenAddress(listen[i], addresses[i], listen_value_code);
     if (problem.has_value()) return Fail(problem->first, problem->second);
   }
+  const int health_value_code =
+      rbln::GivenOnCommandLine(args, "--health-listen") || config_file.empty()
+          ? kExitUsage
+          : kExitConfig;
+  if (health_address.has_value()) {
+    auto problem = CheckListenAddress(health_listen, *health_address,
+                                      health_value_code, "--health-listen");
+    if (problem.has_value()) return Fail(problem->first, problem->second);
+  }
 
   std::shared_ptr<grpc::ServerCredentials> tcp_credentials =
       grpc::InsecureServerCredentials();
@@ -724,10 +825,42 @@ int main(int argc, char** argv) {
                                                  ": ", started.message()));
     }
   }
+  // The health port starts once the service is served, so that it never
+  // answers SERVING for a daemon that cannot serve.
+  std::unique_ptr<HealthServer> health_server;
+  if (health_address.has_value()) {
+    health_server = HealthServer::Start(health_listen);
+    if (health_server == nullptr) {
+      unix_listeners.clear();
+      server->Shutdown();
+      RemoveUnixSockets(listen);
+      auto problem = CheckListenAddress(health_listen, *health_address,
+                                        health_value_code, "--health-listen");
+      if (problem.has_value()) return Fail(problem->first, problem->second);
+      return Fail(
+          kExitUnavailable,
+          absl::StrCat("cannot listen on --health-listen ", health_listen,
+                       " (gRPC refused; its log line above says why)"));
+    }
+  }
+  // The health port answers as the main listeners do.
+  const auto set_health = [&](auto... name_and_serving) {
+    for (grpc::Server* s :
+         {server.get(), health_server ? health_server->server() : nullptr}) {
+      if (s != nullptr) {
+        s->GetHealthCheckService()->SetServingStatus(name_and_serving...);
+      }
+    }
+  };
   // Health by service name too ("" is SERVING from the start), for probes
   // that name the service.
-  server->GetHealthCheckService()->SetServingStatus(
-      rbln::v1::ArtifactService::service_full_name(), true);
+  set_health(rbln::v1::ArtifactService::service_full_name(), true);
+  if (health_server != nullptr) {
+    spdlog::info(
+        "health checking only (grpc.health.v1.Health) on {}, plaintext, to "
+        "any caller",
+        health_listen);
+  }
   spdlog::info("rbln-artifactd serving store {} on {} (pid {}); DRAM: {}",
                (*store)->root(), absl::StrJoin(listen, ", "), getpid(),
                chosen->second);
@@ -809,7 +942,7 @@ int main(int argc, char** argv) {
     for (auto& listener : unix_listeners) listener->Stop();
     const absl::Time start = absl::Now();
     // Every service, "" included, says NOT_SERVING from now on.
-    server->GetHealthCheckService()->SetServingStatus(false);
+    set_health(false);
     const absl::Duration grace = absl::Seconds(shutdown_grace_s);
     spdlog::info(
         "signal {}: no new requests; letting running writes finish "
@@ -853,6 +986,7 @@ int main(int argc, char** argv) {
   server->Wait();
   stopped.store(true);
   waiter.join();
+  health_server.reset();
   RemoveUnixSockets(listen);
   spdlog::info("rbln-artifactd stopped");
   return 0;
