@@ -12,6 +12,7 @@ packages=(
   libcli11-dev libxxhash-dev libspdlog-dev libbenchmark-dev
   python3 python3-grpcio python3-protobuf
   clang libclang-rt-14-dev  # the fuzz stage: clang++ and libFuzzer
+  libmicrohttpd-dev curl  # --metrics-listen's HTTP server; the test scrapes it
 )
 
 missing=()
