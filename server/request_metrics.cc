@@ -1,7 +1,8 @@
 #include "server/request_metrics.h"
 
-#include <array>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -9,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/metrics.h"
+#include "rbln/artifact/v1/reply_metadata.h"
 
 namespace rbln {
 namespace {
@@ -36,9 +38,11 @@ RequestFamilies& Families() {
   return *families;
 }
 
+// The labels of a call to a method no service of the server has.
+constexpr absl::string_view kUnknown = "unknown";
+
 // "/rbln.artifact.v1.ArtifactService/GetKvcacheNumBlocks" as its service and
-// method; a name of another form (gRPC's own for a method no service has)
-// is all method.
+// method.
 std::pair<absl::string_view, absl::string_view> SplitMethod(
     absl::string_view full) {
   absl::string_view rest = full;
@@ -48,7 +52,22 @@ std::pair<absl::string_view, absl::string_view> SplitMethod(
       return {rest.substr(0, slash), rest.substr(slash + 1)};
     }
   }
-  return {"", full};
+  return {kUnknown, kUnknown};
+}
+
+// Whether the call reached a method of the server. gRPC hands interceptors
+// whatever name a caller sent, and answers an unknown one UNIMPLEMENTED; the
+// daemon's own handlers mark every reply (UNIMPLEMENTED included, for a
+// multimodal artifact), and the health and reflection services never answer
+// UNIMPLEMENTED. Only known names become labels, so that callers cannot add
+// series at will.
+bool ReachedAMethod(grpc::experimental::InterceptorBatchMethods* methods,
+                    grpc::StatusCode code) {
+  if (code != grpc::StatusCode::UNIMPLEMENTED) return true;
+  const std::multimap<std::string, std::string>* trailing =
+      methods->GetSendTrailingMetadata();
+  return trailing != nullptr &&
+         trailing->count(rbln::artifact::v1::kReplyMetadataKey) > 0;
 }
 
 class RequestMetricsInterceptor : public grpc::experimental::Interceptor {
@@ -61,10 +80,13 @@ class RequestMetricsInterceptor : public grpc::experimental::Interceptor {
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::PRE_SEND_STATUS)) {
       const absl::Duration took = absl::Now() - start_;
-      const auto [service, method] = SplitMethod(method_);
+      const grpc::StatusCode status = methods->GetSendStatus().error_code();
+      const auto [service, method] = ReachedAMethod(methods, status)
+                                         ? SplitMethod(method_)
+                                         : std::make_pair(kUnknown, kUnknown);
       // gRPC's codes are absl's, number for number.
-      const std::string code = absl::StatusCodeToString(
-          static_cast<absl::StatusCode>(methods->GetSendStatus().error_code()));
+      const std::string code =
+          absl::StatusCodeToString(static_cast<absl::StatusCode>(status));
       RequestFamilies& families = Families();
       families.requests.WithLabels({service, method, code}).Increment();
       families.durations.WithLabels({service, method})

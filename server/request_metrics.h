@@ -1,7 +1,9 @@
 // Requests by method and code, and their latency, for the metrics
 // (docs/metrics.md): a gRPC server interceptor, so that every method of the
 // server is counted (the ArtifactService, health checking, reflection), and
-// every outcome, including the errors that gRPC itself answers.
+// every outcome, including the errors that gRPC itself answers. A call to a
+// method that no service has is counted under service and method "unknown",
+// not under the name its caller made up.
 //
 // Thread-safe: gRPC creates one interceptor per call, on any thread.
 #ifndef RBLN_SERVER_REQUEST_METRICS_H_

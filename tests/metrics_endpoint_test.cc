@@ -40,7 +40,6 @@ using ::rbln::e2e::StopDaemon;
 using ::rbln::e2e::Synthesize;
 using ::rbln::testing::BinaryPath;
 using ::rbln::testing::TempDir;
-using ::rbln::testing::TestdataPath;
 using ::rbln::testing::WriteFileOrDie;
 using ::testing::HasSubstr;
 
@@ -68,14 +67,10 @@ class MetricsEndpointTest : public ::testing::Test {
   void TearDown() override { StopDaemon(&daemon_); }
 
   void Start() {
-    // A fake rbln-smi printing a recorded RBLN-CA12 table: a write's fit
-    // runs the probe.
+    // A broken rbln-smi: a write's fit runs the probe, which fails (and the
+    // spec table answers).
     const std::string smi = root_.Join("rbln-smi");
-    WriteFileOrDie(
-        smi,
-        absl::StrCat(
-            "#!/bin/sh\ncat ",
-            ShellQuote(TestdataPath("rbln-smi/rbln-smi-atom-ca12.txt")), "\n"));
+    WriteFileOrDie(smi, "#!/bin/sh\necho 'no device' >&2\nexit 3\n");
     ASSERT_EQ(chmod(smi.c_str(), 0755), 0);
     metrics_ = absl::StrCat("127.0.0.1:", PickFreePort());
     StartDaemon(root_.path(), store_, address_,
@@ -171,7 +166,44 @@ TEST_F(MetricsEndpointTest, CountersMoveWithRequestsAndCommits) {
   EXPECT_GT(moved("rbln_artifactd_codec_calls_total{operation=\"rescale\","
                   "result=\"ok\"}"),
             0);
-  EXPECT_GT(moved("rbln_artifactd_probe_runs_total{result=\"ok\"}"), 0);
+  EXPECT_GT(moved("rbln_artifactd_probe_runs_total{result=\"failed\"}"), 0)
+      << daemon_.Logs();
+  EXPECT_EQ(moved("rbln_artifactd_probe_runs_total{result=\"ok\"}"), 0);
+}
+
+// gRPC hands interceptors any method name a caller sends; such names must
+// not become labels (each would be a new series).
+TEST_F(MetricsEndpointTest, UnknownMethodsShareOneLabel) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  Samples before;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&before));
+  // Python's grpcio (a Debian package, deploy/install-deps.sh) calls any
+  // name.
+  Outcome o = RunShell(
+      absl::StrCat(kCommandTimeout, " /usr/bin/python3 -c ",
+                   ShellQuote(absl::StrCat(
+                       "import grpc\n"
+                       "channel = grpc.insecure_channel('",
+                       address_,
+                       "')\n"
+                       "for name in ['/no.such.Service/Nope', '/weird']:\n"
+                       "    try:\n"
+                       "        channel.unary_unary(name)(b'', timeout=30)\n"
+                       "    except grpc.RpcError as e:\n"
+                       "        print(e.code().name)\n"))),
+      root_.Join("python.err"));
+  ASSERT_EQ(o.code, 0) << o;
+  ASSERT_EQ(o.out, "UNIMPLEMENTED\nUNIMPLEMENTED\n") << o;
+  Samples after;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&after));
+  const std::string unknown =
+      "rbln_artifactd_requests_total{service=\"unknown\",method=\"unknown\","
+      "code=\"UNIMPLEMENTED\"}";
+  EXPECT_EQ(Value(after, unknown) - Value(before, unknown), 2);
+  for (const auto& [series, value] : after) {
+    EXPECT_THAT(series, ::testing::Not(HasSubstr("no.such.Service")));
+    EXPECT_THAT(series, ::testing::Not(HasSubstr("weird")));
+  }
 }
 
 TEST_F(MetricsEndpointTest, OnlyGetOfMetricsIsServed) {
