@@ -8,8 +8,11 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace rbln {
 namespace metrics {
@@ -216,6 +219,20 @@ HistogramFamily& Registry::AddHistogram(std::string name, std::string help,
   absl::MutexLock lock(&mu_);
   families_.push_back(std::move(family));
   return added;
+}
+
+std::optional<double> Registry::Sample(absl::string_view series) const {
+  const std::string text = Exposition();
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, series) ||
+        !absl::ConsumePrefix(&line, " ")) {
+      continue;
+    }
+    double value = 0;
+    if (line == "+Inf") return std::numeric_limits<double>::infinity();
+    if (absl::SimpleAtod(line, &value)) return value;
+  }
+  return std::nullopt;
 }
 
 std::string Registry::Exposition() const {

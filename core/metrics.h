@@ -23,6 +23,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,12 @@ class Registry {
 
   // The text exposition of every family, in the order they were added.
   std::string Exposition() const;
+
+  // The value of one series as Exposition() writes it (`name{labels}`,
+  // labels in the family's order, `_bucket`/`_sum`/`_count` for
+  // histograms); nullopt when there is no such series. For tests and
+  // diagnostics: it formats the whole exposition.
+  std::optional<double> Sample(absl::string_view series) const;
 
   // The process's registry: what the daemon exports.
   static Registry& Default();

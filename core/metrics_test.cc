@@ -164,29 +164,24 @@ TEST(CoreMetricsTest, NamesAreValidUniqueAndPrefixed) {
 
 TEST(CoreMetricsTest, EventsMoveTheirCounters) {
   RegisterCoreMetrics();
-  const auto sample = [](absl::string_view series) {
-    const std::string text = Registry::Default().Exposition();
-    for (absl::string_view line : absl::StrSplit(text, '\n')) {
-      if (absl::StartsWith(line, series) && line.size() > series.size() &&
-          line[series.size()] == ' ') {
-        return std::string(line.substr(series.size() + 1));
-      }
-    }
-    return std::string("missing");
-  };
+  const Registry& registry = Registry::Default();
   const std::string commits =
-      sample("rbln_artifactd_commits_total{kind=\"output_dir\"}");
+      "rbln_artifactd_commits_total{kind=\"output_dir\"}";
+  const std::optional<double> before = registry.Sample(commits);
+  ASSERT_TRUE(before.has_value());
   CountCommit(CommitKind::kOutputDir);
-  EXPECT_EQ(sample("rbln_artifactd_commits_total{kind=\"output_dir\"}"),
-            std::to_string(std::stoull(commits) + 1));
+  EXPECT_EQ(registry.Sample(commits), *before + 1);
+  const std::string decode_errors =
+      "rbln_artifactd_codec_calls_total{operation=\"decode\",result=\"error\"}";
+  const double decode_before = registry.Sample(decode_errors).value_or(-1);
   CountCodecCall(CodecOperation::kDecode, absl::DataLossError("bad"));
-  EXPECT_NE(sample("rbln_artifactd_codec_calls_total{operation=\"decode\","
-                   "result=\"error\"}"),
-            "0");
+  EXPECT_EQ(registry.Sample(decode_errors), decode_before + 1);
+  const std::string waits =
+      "rbln_artifactd_lock_wait_seconds_count{holder=\"other_process\"}";
+  const double waits_before = registry.Sample(waits).value_or(-1);
   ObserveLockWait(LockHolder::kOtherProcess, absl::Milliseconds(30));
-  EXPECT_NE(sample("rbln_artifactd_lock_wait_seconds_count{holder=\"other_"
-                   "process\"}"),
-            "0");
+  EXPECT_EQ(registry.Sample(waits), waits_before + 1);
+  EXPECT_EQ(registry.Sample("rbln_artifactd_no_such_total"), std::nullopt);
 }
 
 }  // namespace

@@ -93,7 +93,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
                      "': ", gai_strerror(resolved)));
   }
   // The daemon binds the socket itself, so that a failure has its errno.
-  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, 0);
+  // Non-blocking, as libmicrohttpd polls it: a connection that is gone by
+  // the time of accept() must not stall the server.
+  const int fd = socket(found->ai_family,
+                        found->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int error = fd < 0 ? errno : 0;
   if (fd >= 0) {
     const int one = 1;
