@@ -68,9 +68,8 @@ constexpr char kExitCodesHelp[] =
     "  1   requests did not end within the grace period plus 5 s\n"
     "  64  usage error on the command line (EX_USAGE)\n"
     "  69  a resource is in use: a TCP port (--listen, --metrics-listen), a\n"
-    "      live Unix socket of another\n"
-    "      server, or the store's LOCK held by another daemon "
-    "(EX_UNAVAILABLE)\n"
+    "      live Unix socket of another server, or the store's LOCK held by\n"
+    "      another daemon (EX_UNAVAILABLE)\n"
     "  78  configuration error: a --config file that cannot be read or has a\n"
     "      bad value, a store that cannot be opened, a socket directory that\n"
     "      is missing, an unknown --socket-group (EX_CONFIG)";
@@ -481,13 +480,10 @@ int main(int argc, char** argv) {
 
   std::optional<rbln::ServerAddress> metrics_address;
   if (!metrics_listen.empty()) {
+    // A Unix socket is refused by MetricsHttpServer::Start, as a usage
+    // error too.
     absl::StatusOr<rbln::ServerAddress> address =
         rbln::ParseServerAddress(metrics_listen);
-    if (address.ok() && address->kind != rbln::ServerAddress::Kind::kTcp) {
-      address = absl::InvalidArgumentError(absl::StrCat(
-          "takes HOST:PORT (such as 127.0.0.1:9464), not a Unix socket: '",
-          metrics_listen, "'"));
-    }
     if (!address.ok()) {
       return bad_value("--metrics-listen", address.status().message());
     }
