@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/core_metrics.h"
 #include "core/rbln_config.h"
 #include "core/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -329,7 +330,9 @@ std::string EncodePreamble(const Preamble& preamble) {
   return raw;
 }
 
-absl::StatusOr<Container> ReadContainer(const RandomAccessFile& file) {
+namespace {
+
+absl::StatusOr<Container> DecodeContainer(const RandomAccessFile& file) {
   const std::string& path = file.path();
   Container container;
   RBLN_ASSIGN_OR_RETURN(container.file_size, file.Size());
@@ -455,6 +458,14 @@ absl::StatusOr<Container> ReadContainer(const RandomAccessFile& file) {
   return container;
 }
 
+}  // namespace
+
+absl::StatusOr<Container> ReadContainer(const RandomAccessFile& file) {
+  absl::StatusOr<Container> container = DecodeContainer(file);
+  CountCodecCall(CodecOperation::kDecode, container.status());
+  return container;
+}
+
 absl::Status VerifyPayload(const RandomAccessFile& file,
                            const Container& container) {
   const std::string& path = file.path();
@@ -496,8 +507,10 @@ ContainerLayout LayoutForHeader(uint64_t header_length) {
   return layout;
 }
 
-absl::Status WriteNewContainer(WritableFile& out, v1::ContainerHeader header,
-                               const PayloadFiller& fill) {
+namespace {
+
+absl::Status EncodeNewContainer(WritableFile& out, v1::ContainerHeader header,
+                                const PayloadFiller& fill) {
   const std::string& path = out.path();
   uint64_t payload_length = 0;
   for (v1::PayloadSegment& segment : *header.mutable_segments()) {
@@ -549,7 +562,18 @@ absl::Status WriteNewContainer(WritableFile& out, v1::ContainerHeader header,
   return WriteFront(out, preamble, header_bytes);
 }
 
-absl::Status WriteContainerWithHeader(
+}  // namespace
+
+absl::Status WriteNewContainer(WritableFile& out, v1::ContainerHeader header,
+                               const PayloadFiller& fill) {
+  absl::Status written = EncodeNewContainer(out, std::move(header), fill);
+  CountCodecCall(CodecOperation::kEncode, written);
+  return written;
+}
+
+namespace {
+
+absl::Status EncodeWithHeader(
     const RandomAccessFile& src, const Container& src_container,
     const v1::ContainerHeader& new_header, WritableFile& out,
     const std::function<absl::Status(uint64_t bytes)>& on_copied) {
@@ -604,6 +628,18 @@ absl::Status WriteContainerWithHeader(
   RBLN_RETURN_IF_ERROR(ExtendTo(
       out, preamble.payload_length > 0 ? payload_end : 0, payload_end));
   return WriteFront(out, preamble, header_bytes);
+}
+
+}  // namespace
+
+absl::Status WriteContainerWithHeader(
+    const RandomAccessFile& src, const Container& src_container,
+    const v1::ContainerHeader& new_header, WritableFile& out,
+    const std::function<absl::Status(uint64_t bytes)>& on_copied) {
+  absl::Status written =
+      EncodeWithHeader(src, src_container, new_header, out, on_copied);
+  CountCodecCall(CodecOperation::kEncode, written);
+  return written;
 }
 
 }  // namespace rbln

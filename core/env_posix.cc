@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/core_metrics.h"
 #include "core/env.h"
 #include "core/status_macros.h"
 
@@ -107,6 +108,7 @@ class PosixWritableFile : public WritableFile {
     if (length == 0) return absl::OkStatus();
     const int src_fd = src.native_handle();
     if (TryClone(src, src_fd, src_offset, length, dst_offset)) {
+      CountClonedBytes(length);
       return absl::OkStatus();
     }
     uint64_t done = 0;
@@ -144,6 +146,7 @@ class PosixWritableFile : public WritableFile {
                          " bytes from offset ", src_offset));
       }
       done += static_cast<uint64_t>(n);
+      CountCopiedBytes(static_cast<uint64_t>(n));
     }
     return absl::OkStatus();
   }

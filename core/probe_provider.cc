@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "core/core_metrics.h"
 #include "core/device_spec.h"
 #include "core/rbln_smi.h"
 #include "core/status_macros.h"
@@ -66,6 +67,20 @@ std::optional<std::string> TotalMismatch(const ProbedDevice& device,
       spec.family, "* ", FormatGib(expected),
       "; the spec table's figure is used (set an override of the device DRAM "
       "to use another)");
+}
+
+// What came of a probe, for the metrics.
+ProbeResult ResultOf(const Probe& probe) {
+  if (probe.devices.ok()) return ProbeResult::kOk;
+  if (!probe.warn) return ProbeResult::kNoTool;
+  switch (probe.devices.status().code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+      return ProbeResult::kTimeout;
+    case absl::StatusCode::kInvalidArgument:  // Run(): not a device table
+      return ProbeResult::kUnreadable;
+    default:
+      return ProbeResult::kFailed;
+  }
 }
 
 std::string FallbackWarning(const Probe& probe) {
@@ -190,6 +205,7 @@ class ProbeProvider : public DramProvider {
       return *cached_;
     }
     Probe fresh = Run();
+    CountProbe(ResultOf(fresh));
     const std::string summary = Summary(fresh);
     if (!cached_.has_value() || Summary(*cached_) != summary) {
       if (fresh.devices.ok() || !fresh.warn) {

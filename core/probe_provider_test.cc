@@ -9,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "core/core_metrics.h"
 #include "core/device_spec.h"
+#include "core/metrics.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -285,6 +287,38 @@ TEST_F(ProbeProviderTest, GarbledOutputFallsBack) {
   std::unique_ptr<DramProvider> provider = NewProbeProvider(Options(tool));
   ExpectSpecFallback(*provider, absl::StrCat("cannot read the output of ", tool,
                                              ": no device table header"));
+}
+
+// Each run is counted under what came of it (docs/metrics.md).
+TEST_F(ProbeProviderTest, RunsAreCountedByResult) {
+  const metrics::Registry& registry = metrics::Registry::Default();
+  RegisterCoreMetrics();
+  const auto runs = [&](absl::string_view result) {
+    return registry
+        .Sample(absl::StrCat("rbln_artifactd_probe_runs_total{result=\"",
+                             result, "\"}"))
+        .value_or(-1);
+  };
+  struct Case {
+    std::string result;
+    ProbeOptions options;
+  };
+  testing::TempDir empty;
+  ProbeOptions no_tool = Options("");
+  no_tool.search_path = empty.path();
+  const Case cases[] = {
+      {"ok", Options(FakePrinting("rbln-smi-atom-ca12.txt", "ok-smi"))},
+      {"failed", Options(FakeTool("exit 3", "failing-smi"))},
+      {"timeout", HangingOptions(FakeTool("sleep 30", "hanging-smi"))},
+      {"unreadable", Options(FakeTool("echo 'Segmentation fault'", "odd-smi"))},
+      {"no_tool", no_tool},
+  };
+  for (const Case& c : cases) {
+    const double before = runs(c.result);
+    std::unique_ptr<DramProvider> provider = NewProbeProvider(c.options);
+    ASSERT_TRUE(provider->ForNpu("RBLN-CA12").ok());
+    EXPECT_EQ(runs(c.result), before + 1) << c.result;
+  }
 }
 
 TEST_F(ProbeProviderTest, NoToolOnThePathIsTheSpecTableWithoutAWarning) {

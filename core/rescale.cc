@@ -7,6 +7,7 @@
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/core_metrics.h"
 #include "core/error_facts.h"
 #include "core/status_macros.h"
 
@@ -77,7 +78,9 @@ absl::Status WriteCancelled(absl::string_view when) {
       when, "; nothing was changed"));
 }
 
-absl::StatusOr<v1::ContainerHeader> RescaleHeader(
+namespace {
+
+absl::StatusOr<v1::ContainerHeader> RescaleHeaderUncounted(
     const v1::ContainerHeader& header, uint64_t current, uint64_t target,
     absl::string_view path) {
   v1::ContainerHeader out = header;
@@ -101,6 +104,17 @@ absl::StatusOr<v1::ContainerHeader> RescaleHeader(
     }
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ContainerHeader> RescaleHeader(
+    const v1::ContainerHeader& header, uint64_t current, uint64_t target,
+    absl::string_view path) {
+  absl::StatusOr<v1::ContainerHeader> rescaled =
+      RescaleHeaderUncounted(header, current, target, path);
+  CountCodecCall(CodecOperation::kRescale, rescaled.status());
+  return rescaled;
 }
 
 absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,

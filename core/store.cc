@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/artifact_name.h"
+#include "core/core_metrics.h"
 #include "core/error_facts.h"
 #include "core/rescale.h"
 #include "core/status_macros.h"
@@ -99,26 +100,31 @@ bool IsCancelled(const std::function<bool()>& is_cancelled) {
   return is_cancelled && is_cancelled();
 }
 
-// Calls WriteRequest::waiting(true) on the first Start(), and (false) when it
-// goes out of scope after one.
+// Calls WriteRequest::waiting(true) (when set) on the first Start(), and
+// (false) when it goes out of scope after one; the wait's length, from the
+// notice's creation (the first try), goes to the metrics under `holder`.
 class WaitNotice {
  public:
-  explicit WaitNotice(const std::function<void(bool)>& waiting)
-      : waiting_(waiting) {}
+  WaitNotice(const std::function<void(bool)>& waiting, LockHolder holder)
+      : waiting_(waiting), holder_(holder), created_(absl::Now()) {}
   ~WaitNotice() {
-    if (started_) waiting_(false);
+    if (!started_) return;
+    ObserveLockWait(holder_, absl::Now() - created_);
+    if (waiting_) waiting_(false);
   }
   WaitNotice(const WaitNotice&) = delete;
   WaitNotice& operator=(const WaitNotice&) = delete;
 
   void Start() {
-    if (started_ || !waiting_) return;
+    if (started_) return;
     started_ = true;
-    waiting_(true);
+    if (waiting_) waiting_(true);
   }
 
  private:
   const std::function<void(bool)>& waiting_;
+  const LockHolder holder_;
+  const absl::Time created_;
   bool started_ = false;
 };
 
@@ -188,7 +194,7 @@ class ArtifactStore::ArtifactLock {
       const std::function<bool()>& is_cancelled,
       const std::function<void(bool)>& waiting) {
     const std::string path = store->LockFilePath(name);
-    WaitNotice notice(waiting);
+    WaitNotice notice(waiting, LockHolder::kOtherProcess);
     while (true) {
       absl::StatusOr<std::unique_ptr<FileLock>> flock =
           store->env_->LockFile(path, /*exclusive=*/true, /*wait=*/false);
@@ -274,7 +280,7 @@ class ArtifactStore::WriterLease {
     auto idle = [&entry]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(entry.mu) {
       return !entry.writing;
     };
-    WaitNotice notice(waiting);
+    WaitNotice notice(waiting, LockHolder::kDaemon);
     while (true) {
       entry.mu.LockWhenWithTimeout(absl::Condition(&idle), kLockPollInterval);
       if (!entry.writing) {
@@ -560,6 +566,7 @@ absl::Status ArtifactStore::RemoveDebris() {
                 LogValue(PathOf(rel)), LogValue(artifact));
             RemoveStaging(env_, PathOf(rel));
             recovered_.push_back(rel);
+            CountRecovery();
             continue;
           }
           if (absl::StartsWith(entry.name, ".")) continue;
@@ -952,10 +959,12 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
     if (plan.is_no_op()) return result;
     RBLN_RETURN_IF_ERROR(
         CommitInPlace(artifact, plan, name, write_options, &result.warnings));
+    CountCommit(CommitKind::kInPlace);
   } else {
     RBLN_RETURN_IF_ERROR(CommitToOutput(artifact, plan, output_name,
                                         request.replace, write_options,
                                         &result.warnings));
+    CountCommit(CommitKind::kOutputDir);
   }
   result.written = true;
   return result;

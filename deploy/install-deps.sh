@@ -15,6 +15,7 @@ packages=(
   clang libclang-rt-14-dev  # the fuzz stage: clang++ and libFuzzer
   help2man  # the man pages, from --help
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps finds the runtime packages
+  libmicrohttpd-dev curl  # --metrics-listen's HTTP server; the test scrapes it
 )
 
 # node and npm validate deploy/kubernetes/ (tests/kubernetes_test.py):

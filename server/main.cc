@@ -36,6 +36,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/core_metrics.h"
 #include "core/defaults.h"
 #include "core/dram.h"
 #include "core/env.h"
@@ -49,6 +50,8 @@
 #include "server/artifact_service.h"
 #include "server/auth.h"
 #include "server/log_format.h"
+#include "server/metrics_http.h"
+#include "server/request_metrics.h"
 #include "server/tls_files.h"
 #include "server/unix_listener.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -68,9 +71,9 @@ constexpr char kExitCodesHelp[] =
     "  0   stopped cleanly (SIGTERM or SIGINT)\n"
     "  1   requests did not end within the grace period plus 5 s\n"
     "  64  usage error on the command line (EX_USAGE)\n"
-    "  69  a resource is in use: the TCP port, a live Unix socket of another\n"
-    "      server, or the store's LOCK held by another daemon "
-    "(EX_UNAVAILABLE)\n"
+    "  69  a resource is in use: a TCP port (--listen, --metrics-listen), a\n"
+    "      live Unix socket of another server, or the store's LOCK held by\n"
+    "      another daemon (EX_UNAVAILABLE)\n"
     "  78  configuration error: a --config file that cannot be read or has a\n"
     "      bad value, a store that cannot be opened, a socket directory that\n"
     "      is missing, an unknown --socket-group (EX_CONFIG)";
@@ -479,6 +482,13 @@ int main(int argc, char** argv) {
                  "reads and dry-runs); on the Unix socket uid 0 and the "
                  "daemon's own uid are operators too")
       ->type_name("LIST");
+  std::string metrics_listen;
+  app.add_option("--metrics-listen", metrics_listen,
+                 "Serve Prometheus metrics over plain HTTP at "
+                 "http://HOST:PORT/metrics (requests, commits, bytes copied, "
+                 "lock waits, probes, ...; counts only, no names): bind it to "
+                 "loopback or a network you trust. Off by default")
+      ->type_name("HOST:PORT");
   app.add_flag("--no-default-operators", no_default_operators,
                "Unix-socket peers with uid 0 or the daemon's uid are not "
                "operators unless --operators lists them");
@@ -570,6 +580,18 @@ int main(int argc, char** argv) {
     }
     health_listen = rbln::GrpcTarget(*address);
     health_address = *std::move(address);
+  }
+
+  std::optional<rbln::ServerAddress> metrics_address;
+  if (!metrics_listen.empty()) {
+    // A Unix socket is refused by MetricsHttpServer::Start, as a usage
+    // error too.
+    absl::StatusOr<rbln::ServerAddress> address =
+        rbln::ParseServerAddress(metrics_listen);
+    if (!address.ok()) {
+      return bad_value("--metrics-listen", address.status().message());
+    }
+    metrics_address = *std::move(address);
   }
 
   absl::StatusOr<mode_t> socket_mode = rbln::ParseSocketMode(socket_mode_text);
@@ -748,9 +770,39 @@ int main(int argc, char** argv) {
   }
 
   // The codec: core/container.h's own reader and writer of .rbln files.
+  // Metrics before the gRPC server, so that a port in use stops the start
+  // before anything is served.
+  rbln::RegisterCoreMetrics();
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(rbln::NewRequestMetricsFactory());
+  std::unique_ptr<rbln::MetricsHttpServer> metrics_server;
+  if (metrics_address.has_value()) {
+    absl::StatusOr<std::unique_ptr<rbln::MetricsHttpServer>> started =
+        rbln::MetricsHttpServer::Start(*metrics_address,
+                                       &rbln::metrics::Registry::Default());
+    if (!started.ok()) {
+      const absl::Status& error = started.status();
+      if (absl::IsInvalidArgument(error)) {
+        return bad_value("--metrics-listen", error.message());
+      }
+      return Fail(absl::IsUnavailable(error) ? kExitUnavailable : kExitConfig,
+                  absl::StrCat("--metrics-listen: ", error.message()));
+    }
+    metrics_server = *std::move(started);
+  }
+
+  std::vector<std::string> served = listen;
+  if (health_address.has_value()) {
+    served.push_back(absl::StrCat(health_listen, " (health only)"));
+  }
+  if (metrics_address.has_value()) {
+    served.push_back(absl::StrCat("http://", metrics_listen, "/metrics"));
+  }
   rbln::ArtifactServiceImpl service(store->get(), dram.get(), auth->get(),
                                     max_writes,
-                                    {.listeners = listen, .codec = "built-in"});
+                                    {.listeners = served, .codec = "built-in"});
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -763,6 +815,7 @@ int main(int argc, char** argv) {
     }
   }
   builder.RegisterService(&service);
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.SetMaxReceiveMessageSize(4 << 20);
   // A second daemon must not share a TCP port with the first (SO_REUSEPORT
   // would split the connections between them).
@@ -864,6 +917,13 @@ int main(int argc, char** argv) {
   spdlog::info("rbln-artifactd serving store {} on {} (pid {}); DRAM: {}",
                (*store)->root(), absl::StrJoin(listen, ", "), getpid(),
                chosen->second);
+  if (metrics_server != nullptr) {
+    spdlog::info("metrics at http://{}:{}/metrics",
+                 metrics_address->host.find(':') == std::string::npos
+                     ? metrics_address->host
+                     : absl::StrCat("[", metrics_address->host, "]"),
+                 metrics_server->port());
+  }
   for (const rbln::StoreRootInfo& root : (*store)->roots()) {
     if (root.read_only) {
       spdlog::info("read-only root {}: {}", root.name, root.dir);

@@ -1,0 +1,124 @@
+#include "core/core_metrics.h"
+
+#include <array>
+
+#include "core/metrics.h"
+
+namespace rbln {
+namespace {
+
+using metrics::Counter;
+using metrics::Histogram;
+
+constexpr std::array<const char*, 5> kProbeResults = {
+    "ok", "no_tool", "timeout", "unreadable", "failed"};
+constexpr std::array<const char*, 3> kCodecOperations = {"decode", "rescale",
+                                                         "encode"};
+
+struct CoreMetrics {
+  Counter* commits[2];
+  Counter* copied_bytes;
+  Counter* cloned_bytes;
+  Counter* recoveries;
+  Histogram* lock_waits[2];
+  Counter* probes[kProbeResults.size()];
+  // [operation][0: ok, 1: error]
+  Counter* codec_calls[kCodecOperations.size()][2];
+};
+
+CoreMetrics Register(metrics::Registry& registry) {
+  CoreMetrics m;
+  metrics::CounterFamily& commits = registry.AddCounter(
+      "rbln_artifactd_commits_total",
+      "Writes whose new version was swapped in (the commit point), by kind: "
+      "in_place or output_dir.",
+      {"kind"});
+  m.commits[static_cast<int>(CommitKind::kInPlace)] =
+      &commits.WithLabels({"in_place"});
+  m.commits[static_cast<int>(CommitKind::kOutputDir)] =
+      &commits.WithLabels({"output_dir"});
+  m.copied_bytes = &registry
+                        .AddCounter("rbln_artifactd_copied_bytes_total",
+                                    "Bytes copied inside the kernel into "
+                                    "staged files (copy_file_range, sendfile).")
+                        .WithLabels({});
+  m.cloned_bytes = &registry
+                        .AddCounter("rbln_artifactd_cloned_bytes_total",
+                                    "Bytes shared by reflink (FICLONERANGE) "
+                                    "instead of copied.")
+                        .WithLabels({});
+  m.recoveries =
+      &registry
+           .AddCounter("rbln_artifactd_recoveries_total",
+                       "Staging directories of interrupted commits removed at "
+                       "start.")
+           .WithLabels({});
+  metrics::HistogramFamily& lock_waits = registry.AddHistogram(
+      "rbln_artifactd_lock_wait_seconds",
+      "How long writes waited for an artifact's lock, by holder: daemon "
+      "(another write in this daemon) or other_process (a lock file held "
+      "elsewhere); _count is the number of waits.",
+      metrics::DurationBuckets(), {"holder"});
+  m.lock_waits[static_cast<int>(LockHolder::kDaemon)] =
+      &lock_waits.WithLabels({"daemon"});
+  m.lock_waits[static_cast<int>(LockHolder::kOtherProcess)] =
+      &lock_waits.WithLabels({"other_process"});
+  metrics::CounterFamily& probes = registry.AddCounter(
+      "rbln_artifactd_probe_runs_total",
+      "Runs of the DRAM probe (rbln-smi), by result: ok, no_tool (none "
+      "installed), timeout, unreadable (not a device table) or failed.",
+      {"result"});
+  for (size_t i = 0; i < kProbeResults.size(); ++i) {
+    m.probes[i] = &probes.WithLabels({kProbeResults[i]});
+  }
+  metrics::CounterFamily& codec = registry.AddCounter(
+      "rbln_artifactd_codec_calls_total",
+      "Calls of the container codec, by operation (decode, rescale, encode) "
+      "and result (ok, error).",
+      {"operation", "result"});
+  for (size_t i = 0; i < kCodecOperations.size(); ++i) {
+    m.codec_calls[i][0] = &codec.WithLabels({kCodecOperations[i], "ok"});
+    m.codec_calls[i][1] = &codec.WithLabels({kCodecOperations[i], "error"});
+  }
+  return m;
+}
+
+const CoreMetrics& Metrics() {
+  static const CoreMetrics metrics = Register(metrics::Registry::Default());
+  return metrics;
+}
+
+}  // namespace
+
+void RegisterCoreMetrics() { Metrics(); }
+
+void CountCommit(CommitKind kind) {
+  Metrics().commits[static_cast<int>(kind)]->Increment();
+}
+
+void CountCopiedBytes(uint64_t bytes) {
+  Metrics().copied_bytes->Increment(bytes);
+}
+
+void CountClonedBytes(uint64_t bytes) {
+  Metrics().cloned_bytes->Increment(bytes);
+}
+
+void CountRecovery() { Metrics().recoveries->Increment(); }
+
+void ObserveLockWait(LockHolder holder, absl::Duration waited) {
+  Metrics().lock_waits[static_cast<int>(holder)]->Observe(
+      absl::ToDoubleSeconds(waited));
+}
+
+void CountProbe(ProbeResult result) {
+  Metrics().probes[static_cast<int>(result)]->Increment();
+}
+
+void CountCodecCall(CodecOperation operation, const absl::Status& status) {
+  Metrics()
+      .codec_calls[static_cast<int>(operation)][status.ok() ? 0 : 1]
+      ->Increment();
+}
+
+}  // namespace rbln

@@ -1,0 +1,51 @@
+// The metrics that core/ counts, in metrics::Registry::Default(), and the
+// one function per event that the code calls where it happens. Every metric
+// and label is documented in docs/metrics.md.
+//
+// The first call of any function here registers all of them (with every
+// fixed label value at 0), so that a scrape shows them before anything
+// happened; RegisterCoreMetrics() does only that.
+//
+// Thread-safe; counting takes no lock.
+#ifndef RBLN_CORE_CORE_METRICS_H_
+#define RBLN_CORE_CORE_METRICS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace rbln {
+
+void RegisterCoreMetrics();
+
+// A write swapped its new version in: in place, or into an output directory.
+enum class CommitKind { kInPlace, kOutputDir };
+void CountCommit(CommitKind kind);
+
+// Bytes a kernel-side copy wrote (copy_file_range, sendfile), and bytes a
+// reflink shared instead (FICLONERANGE).
+void CountCopiedBytes(uint64_t bytes);
+void CountClonedBytes(uint64_t bytes);
+
+// A staging directory of an interrupted commit, removed at start.
+void CountRecovery();
+
+// A write waited for a lock: one that another write of the same artifact in
+// this daemon held, or one that another process held (its lock file).
+enum class LockHolder { kDaemon, kOtherProcess };
+void ObserveLockWait(LockHolder holder, absl::Duration waited);
+
+// One run of the DRAM probe (rbln-smi), by what came of it.
+enum class ProbeResult { kOk, kNoTool, kTimeout, kUnreadable, kFailed };
+void CountProbe(ProbeResult result);
+
+// One call of the container codec: a header decoded (ReadContainer),
+// rescaled (RescaleHeader), or a container encoded (written anew or with a
+// new header); `status` says whether it succeeded.
+enum class CodecOperation { kDecode, kRescale, kEncode };
+void CountCodecCall(CodecOperation operation, const absl::Status& status);
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_CORE_METRICS_H_

@@ -1,0 +1,262 @@
+// The metrics endpoint end to end (docs/metrics.md): the real rbln-artifactd
+// with --metrics-listen, scraped with curl as Prometheus would, around calls
+// that the real rbln-artifact makes; and the start-up refusals of the flag.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/testing/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rapidjson/document.h"
+#include "tests/daemon_fixture.h"
+
+namespace rbln {
+namespace {
+
+using ::rbln::e2e::Daemon;
+using ::rbln::e2e::JsonU64;
+using ::rbln::e2e::kCommandTimeout;
+using ::rbln::e2e::Outcome;
+using ::rbln::e2e::ParseJson;
+using ::rbln::e2e::PickFreePort;
+using ::rbln::e2e::RunClient;
+using ::rbln::e2e::RunShell;
+using ::rbln::e2e::ShellQuote;
+using ::rbln::e2e::StartDaemon;
+using ::rbln::e2e::StopDaemon;
+using ::rbln::e2e::Synthesize;
+using ::rbln::testing::BinaryPath;
+using ::rbln::testing::TempDir;
+using ::rbln::testing::WriteFileOrDie;
+using ::testing::HasSubstr;
+
+constexpr int kExUsage = 64;
+constexpr int kExUnavailable = 69;
+
+constexpr char kService[] = "rbln.artifact.v1.ArtifactService";
+
+// One scrape: every sample line as series -> value.
+using Samples = std::map<std::string, double>;
+
+// "rbln_artifactd_requests_total{service=...,method=M,code=C}".
+std::string RequestSeries(const std::string& method, const std::string& code) {
+  return absl::StrCat("rbln_artifactd_requests_total{service=\"", kService,
+                      "\",method=\"", method, "\",code=\"", code, "\"}");
+}
+
+class MetricsEndpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::filesystem::create_directory(store_);
+    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", store_ + "/tiny"));
+  }
+
+  void TearDown() override { StopDaemon(&daemon_); }
+
+  void Start() {
+    // A broken rbln-smi: a write's fit runs the probe, which fails (and the
+    // spec table answers).
+    const std::string smi = root_.Join("rbln-smi");
+    WriteFileOrDie(smi, "#!/bin/sh\necho 'no device' >&2\nexit 3\n");
+    ASSERT_EQ(chmod(smi.c_str(), 0755), 0);
+    metrics_ = absl::StrCat("127.0.0.1:", PickFreePort());
+    StartDaemon(root_.path(), store_, address_,
+                {"--metrics-listen", metrics_, "--rbln-smi", smi}, &daemon_);
+  }
+
+  // curl `args` against the metrics address (path and all in `args`).
+  Outcome Curl(const std::string& args) {
+    return RunShell(
+        absl::StrCat(kCommandTimeout, " curl -sS --max-time 10 ", args),
+        root_.Join("curl.err"));
+  }
+
+  // GET /metrics, parsed; a fatal failure unless curl got a 200.
+  void Scrape(Samples* samples) {
+    Outcome o = Curl(absl::StrCat("--fail http://", metrics_, "/metrics"));
+    ASSERT_EQ(o.code, 0) << o << daemon_.Logs();
+    samples->clear();
+    for (absl::string_view line : absl::StrSplit(o.out, '\n')) {
+      if (line.empty() || absl::StartsWith(line, "#")) continue;
+      const size_t space = line.rfind(' ');
+      ASSERT_NE(space, absl::string_view::npos) << line;
+      double value = 0;
+      ASSERT_TRUE(absl::SimpleAtod(line.substr(space + 1), &value)) << line;
+      (*samples)[std::string(line.substr(0, space))] = value;
+    }
+  }
+
+  static double Value(const Samples& samples, const std::string& series) {
+    auto it = samples.find(series);
+    return it == samples.end() ? 0 : it->second;
+  }
+
+  Outcome Cli(const std::string& args) {
+    return RunClient(address_, args, store_, root_.Join("cli.err"));
+  }
+
+  TempDir root_;
+  const std::string store_ = root_.Join("store");
+  const std::string address_ = absl::StrCat("unix:", root_.Join("d.sock"));
+  std::string metrics_;
+  Daemon daemon_;
+};
+
+TEST_F(MetricsEndpointTest, CountersMoveWithRequestsAndCommits) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  Samples before;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&before));
+  // Exported before anything happened.
+  ASSERT_EQ(before.count("rbln_artifactd_commits_total{kind=\"in_place\"}"),
+            1u);
+  ASSERT_EQ(before.count("rbln_artifactd_copied_bytes_total"), 1u);
+
+  Outcome get = Cli("--get-kvcache-num-blocks --model-id ./tiny --json");
+  ASSERT_EQ(get.code, 0) << get;
+  const rapidjson::Document reply = ParseJson(get);
+  const uint64_t current = JsonU64(reply, "kvcache_num_blocks");
+  const uint64_t min_blocks = JsonU64(reply, "num_min_blocks");
+  ASSERT_GT(min_blocks, 1u) << get;
+  // A real change (a no-op commits nothing), then one below the minimum,
+  // which the daemon refuses with INVALID_ARGUMENT.
+  const uint64_t target = current != min_blocks ? min_blocks : min_blocks + 1;
+  Outcome set = Cli(
+      absl::StrCat("--set-kvcache-num-blocks ", target, " --model-id ./tiny"));
+  ASSERT_EQ(set.code, 0) << set;
+  Outcome below = Cli(absl::StrCat("--set-kvcache-num-blocks ", min_blocks - 1,
+                                   " --model-id ./tiny"));
+  ASSERT_EQ(below.code, 1) << below;
+  ASSERT_THAT(below.err, HasSubstr("INVALID_ARGUMENT"));
+
+  Samples after;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&after));
+  const auto moved = [&](const std::string& series) {
+    return Value(after, series) - Value(before, series);
+  };
+  EXPECT_EQ(moved(RequestSeries("GetKvcacheNumBlocks", "OK")), 1);
+  EXPECT_EQ(moved(RequestSeries("SetKvcacheNumBlocks", "OK")), 1);
+  EXPECT_EQ(moved(RequestSeries("SetKvcacheNumBlocks", "INVALID_ARGUMENT")), 1);
+  EXPECT_EQ(moved(absl::StrCat(
+                "rbln_artifactd_request_duration_seconds_count{service=\"",
+                kService, "\",method=\"SetKvcacheNumBlocks\"}")),
+            2);
+  EXPECT_EQ(moved("rbln_artifactd_commits_total{kind=\"in_place\"}"), 1);
+  EXPECT_EQ(moved("rbln_artifactd_commits_total{kind=\"output_dir\"}"), 0);
+  // The tiny artifact's containers hold 64 KiB payloads: the write copied
+  // (or, on a file system with reflinks, cloned) at least one.
+  EXPECT_GE(moved("rbln_artifactd_copied_bytes_total") +
+                moved("rbln_artifactd_cloned_bytes_total"),
+            64 * 1024);
+  EXPECT_GT(moved("rbln_artifactd_codec_calls_total{operation=\"decode\","
+                  "result=\"ok\"}"),
+            0);
+  EXPECT_GT(moved("rbln_artifactd_codec_calls_total{operation=\"rescale\","
+                  "result=\"ok\"}"),
+            0);
+  EXPECT_GT(moved("rbln_artifactd_probe_runs_total{result=\"failed\"}"), 0)
+      << daemon_.Logs();
+  EXPECT_EQ(moved("rbln_artifactd_probe_runs_total{result=\"ok\"}"), 0);
+}
+
+// gRPC hands interceptors any method name a caller sends; such names must
+// not become labels (each would be a new series).
+TEST_F(MetricsEndpointTest, UnknownMethodsShareOneLabel) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  Samples before;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&before));
+  // Python's grpcio (a Debian package, deploy/install-deps.sh) calls any
+  // name.
+  Outcome o = RunShell(
+      absl::StrCat(kCommandTimeout, " /usr/bin/python3 -c ",
+                   ShellQuote(absl::StrCat(
+                       "import grpc\n"
+                       "channel = grpc.insecure_channel('",
+                       address_,
+                       "')\n"
+                       "for name in ['/no.such.Service/Nope', '/weird']:\n"
+                       "    try:\n"
+                       "        channel.unary_unary(name)(b'', timeout=30)\n"
+                       "    except grpc.RpcError as e:\n"
+                       "        print(e.code().name)\n"))),
+      root_.Join("python.err"));
+  ASSERT_EQ(o.code, 0) << o;
+  ASSERT_EQ(o.out, "UNIMPLEMENTED\nUNIMPLEMENTED\n") << o;
+  Samples after;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&after));
+  const std::string unknown =
+      "rbln_artifactd_requests_total{service=\"unknown\",method=\"unknown\","
+      "code=\"UNIMPLEMENTED\"}";
+  EXPECT_EQ(Value(after, unknown) - Value(before, unknown), 2);
+  for (const auto& [series, value] : after) {
+    EXPECT_THAT(series, ::testing::Not(HasSubstr("no.such.Service")));
+    EXPECT_THAT(series, ::testing::Not(HasSubstr("weird")));
+  }
+}
+
+TEST_F(MetricsEndpointTest, OnlyGetOfMetricsIsServed) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const std::string base = absl::StrCat("http://", metrics_);
+  const std::string status = " -o /dev/null -w '%{http_code} %{content_type}'";
+  Outcome ok = Curl(absl::StrCat(base, "/metrics", status));
+  EXPECT_EQ(ok.out, "200 text/plain; version=0.0.4; charset=utf-8") << ok;
+  Outcome elsewhere = Curl(absl::StrCat(base, "/", status));
+  EXPECT_THAT(elsewhere.out, ::testing::StartsWith("404 ")) << elsewhere;
+  Outcome post =
+      Curl(absl::StrCat("-X POST -d x=1 ", base, "/metrics -D - -o /dev/null"));
+  EXPECT_THAT(post.out, HasSubstr(" 405 ")) << post;
+  EXPECT_THAT(post.out, HasSubstr("Allow: GET, HEAD")) << post;
+}
+
+TEST_F(MetricsEndpointTest, PortInUseStopsTheStartWith69) {
+  // Anything listening on the port.
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  Outcome o = RunShell(
+      absl::StrCat(kCommandTimeout, " ",
+                   ShellQuote(BinaryPath("rbln-artifactd")), " --store ",
+                   ShellQuote(store_), " --listen ", ShellQuote(address_),
+                   " --metrics-listen 127.0.0.1:", port),
+      root_.Join("daemon.err"));
+  close(fd);
+  EXPECT_EQ(o.code, kExUnavailable) << o;
+  EXPECT_THAT(o.err,
+              HasSubstr(absl::StrCat("rbln-artifactd: --metrics-listen: port ",
+                                     port, " is in use")));
+  // Nothing was served: the gRPC socket was never created.
+  EXPECT_FALSE(std::filesystem::exists(address_.substr(5)));
+}
+
+TEST_F(MetricsEndpointTest, UnixSocketIsAUsageError) {
+  Outcome o = RunShell(
+      absl::StrCat(kCommandTimeout, " ",
+                   ShellQuote(BinaryPath("rbln-artifactd")), " --store ",
+                   ShellQuote(store_), " --listen ", ShellQuote(address_),
+                   " --metrics-listen unix:/tmp/metrics.sock"),
+      root_.Join("daemon.err"));
+  EXPECT_EQ(o.code, kExUsage) << o;
+  EXPECT_THAT(o.err, HasSubstr("--metrics-listen: takes HOST:PORT"));
+}
+
+}  // namespace
+}  // namespace rbln
