@@ -18,6 +18,11 @@ set(RBLN_SYSTEMD_UNIT_DIR lib/systemd/system
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/rbln-artifactd.service
         DESTINATION ${RBLN_SYSTEMD_UNIT_DIR})
 # The contract for clients in any language (reply_metadata.h is part of it).
+# The example config; the package's postinst copies it to
+# /etc/rbln-artifactd/rbln-artifactd.conf (the unit's --config) when there is
+# none, so that an operator's edits survive upgrades.
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/rbln-artifactd.conf
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/rbln-artifactd)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/proto/
         DESTINATION ${CMAKE_INSTALL_DATADIR}/rbln-artifactd/proto
         FILES_MATCHING PATTERN "*.proto" PATTERN "*.h")

@@ -39,6 +39,7 @@ using ::rbln::e2e::StartDaemonWithFlags;
 using ::rbln::e2e::StopDaemon;
 using ::rbln::e2e::Synthesize;
 using ::rbln::testing::ReadFileOrDie;
+using ::rbln::testing::SourcePath;
 using ::rbln::testing::TempDir;
 using ::testing::HasSubstr;
 
@@ -55,11 +56,6 @@ class ScopedEnv {
  private:
   const char* name_;
 };
-
-// A file of the source tree (RBLN_SOURCE_DIR: tests/CMakeLists.txt).
-std::string SourcePath(absl::string_view relative) {
-  return absl::StrCat(RBLN_SOURCE_DIR, "/", relative);
-}
 
 // `text` with `from` replaced by `to`; fails the test when `from` is not in
 // it (the example changed, and this test must follow).

@@ -46,6 +46,7 @@ FILES = [
     "usr/lib/systemd/system/rbln-artifactd.service",
     "usr/share/rbln-artifactd/proto/rbln/artifact/v1/artifact_service.proto",
     "usr/share/rbln-artifactd/proto/google/rpc/status.proto",
+    "usr/share/rbln-artifactd/rbln-artifactd.conf",
     "usr/share/doc/rbln-artifactd/README.md",
     "usr/share/doc/rbln-artifactd/docs/security.md",
 ]
@@ -135,6 +136,13 @@ def check_files(root, man_pages):
     for relative in FILES:
         check(os.path.isfile(os.path.join(root, relative)),
               f"{relative} is not in the package")
+    unit = os.path.join(root, FILES[0])
+    if os.path.isfile(unit):
+        with open(unit, encoding="utf-8") as f:
+            starts = re.findall(r"^ExecStart=(\S+)", f.read(), re.M)
+        check(len(starts) == 1 and
+              os.path.isfile(os.path.join(root, starts[0].lstrip("/"))),
+              f"the unit's ExecStart {starts} is not a program of the package")
     proto = os.path.join(root, FILES[1])
     if os.path.isfile(proto):
         with open(proto, encoding="utf-8") as f:

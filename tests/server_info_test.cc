@@ -96,10 +96,9 @@ TEST_F(ServerInfoTest, EveryProgramPrintsTheVersionAndTheCommit) {
   }
   // The commit is the checkout's HEAD when the sources are one.
   std::string head;
-  const char* source_dir = getenv("RBLN_SOURCE_DIR");
-  if (source_dir != nullptr &&
-      rbln::testing::RunCommand(
-          absl::StrCat("git -c safe.directory='*' -C ", ShellQuote(source_dir),
+  if (rbln::testing::RunCommand(
+          absl::StrCat("git -c safe.directory='*' -C ",
+                       ShellQuote(rbln::testing::SourcePath("")),
                        " rev-parse --short=12 HEAD 2>/dev/null"),
           &head) == 0) {
     EXPECT_TRUE(absl::StartsWith(commit, absl::StripAsciiWhitespace(head)))

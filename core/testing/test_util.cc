@@ -108,16 +108,16 @@ std::map<std::string, uint64_t> HashTree(const std::string& dir) {
   return hashes;
 }
 
-std::string TestdataPath(absl::string_view relative) {
+std::string SourcePath(absl::string_view relative) {
   const char* source_dir = std::getenv("RBLN_SOURCE_DIR");
-  const std::string root = source_dir != nullptr && *source_dir != '\0'
-                               ? std::string(source_dir)
-                               : std::filesystem::path(__FILE__)
-                                     .parent_path()
-                                     .parent_path()
-                                     .parent_path()
-                                     .string();
-  return absl::StrCat(root, "/tests/testdata/", relative);
+  return absl::StrCat(source_dir != nullptr && *source_dir != '\0'
+                          ? source_dir
+                          : RBLN_SOURCE_DIR,
+                      "/", relative);
+}
+
+std::string TestdataPath(absl::string_view relative) {
+  return SourcePath(absl::StrCat("tests/testdata/", relative));
 }
 
 std::string BinaryPath(absl::string_view name) {

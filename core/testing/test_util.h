@@ -43,8 +43,11 @@ uint64_t HashFile(const std::string& path);
 // special files (FIFOs, sockets, devices) by their kind, unopened.
 std::map<std::string, uint64_t> HashTree(const std::string& dir);
 
-// tests/testdata/<relative> in the source tree: under $RBLN_SOURCE_DIR (set
-// by ctest), else found from this file's compiled-in path.
+// <relative> in the source tree: under $RBLN_SOURCE_DIR when set, else
+// under the source directory this library was built from.
+std::string SourcePath(absl::string_view relative);
+
+// SourcePath("tests/testdata/<relative>").
 std::string TestdataPath(absl::string_view relative);
 
 // $RBLN_BIN_DIR/name (set by ctest), else beside the running test binary.
