@@ -151,8 +151,10 @@ inline bool Accepts(const std::string& address) {
   return rc == 0;
 }
 
-// A TCP port that was free a moment ago (bound to port 0, then released).
-inline int PickFreePort() {
+// A socket bound to a free loopback TCP port (port 0), listening when
+// `listen_too` (anything on a port, for "port in use" cases); *port gets the
+// port. -1, with a test failure, when that cannot be done.
+inline int BindFreeLoopbackPort(bool listen_too, int* port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -160,13 +162,22 @@ inline int PickFreePort() {
   addr.sin_port = 0;
   socklen_t len = sizeof(addr);
   if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) ||
+      (listen_too && listen(fd, 1) != 0) ||
       getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ADD_FAILURE() << "cannot pick a free port: " << strerror(errno);
+    ADD_FAILURE() << "cannot bind a free port: " << strerror(errno);
     if (fd >= 0) close(fd);
-    return 0;
+    return -1;
   }
-  close(fd);
-  return ntohs(addr.sin_port);
+  *port = ntohs(addr.sin_port);
+  return fd;
+}
+
+// A TCP port that was free a moment ago (bound to port 0, then released).
+inline int PickFreePort() {
+  int port = 0;
+  const int fd = BindFreeLoopbackPort(/*listen_too=*/false, &port);
+  if (fd >= 0) close(fd);
+  return port;
 }
 
 // One run of a command: exit code, stdout and stderr apart.

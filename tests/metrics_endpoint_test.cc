@@ -222,16 +222,9 @@ TEST_F(MetricsEndpointTest, OnlyGetOfMetricsIsServed) {
 
 TEST_F(MetricsEndpointTest, PortInUseStopsTheStartWith69) {
   // Anything listening on the port.
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  const int fd = e2e::BindFreeLoopbackPort(/*listen_too=*/true, &port);
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
   Outcome o = RunShell(
       absl::StrCat(kCommandTimeout, " ",
                    ShellQuote(BinaryPath("rbln-artifactd")), " --store ",

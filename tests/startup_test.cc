@@ -219,16 +219,9 @@ TEST_F(StartupTest, TheReadmeExampleConfigWorks) {
 
 TEST_F(StartupTest, PortInUseNamesThePort) {
   // Anything listening on the port, without SO_REUSEPORT.
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  const int fd = e2e::BindFreeLoopbackPort(/*listen_too=*/true, &port);
   ASSERT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(fd, 1), 0);
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
 
   Outcome o = RunDaemon(absl::StrCat("--listen 127.0.0.1:", port));
   close(fd);
