@@ -679,8 +679,7 @@ std::string FormatUsageError(absl::string_view message) {
 }
 
 bool IsLocalServer(absl::string_view server) {
-  return absl::StartsWith(server, "unix:") ||
-         absl::StartsWith(server, "unix-abstract:");
+  return absl::StartsWith(server, "unix:");
 }
 
 bool IsRootQualifiedName(absl::string_view path) {

@@ -388,7 +388,6 @@ TEST(ResolveArtifactPathTest, Cases) {
            // daemon judges it.
            {"a/../b", kUnix, "/store/team/a/../b"},
            {"/abs/a", kUnix, "/abs/a"},
-           {"a", "unix-abstract:rbln", "/store/team/a"},
            {"./a", "localhost:50051", "./a"},
            {"../a", "dns:///npu:50051", "../a"},
            {"/abs/a", "localhost:50051", "/abs/a"},
@@ -417,7 +416,6 @@ TEST(ResolveArtifactPathTest, RelativePathWithoutWorkingDirectoryFails) {
 
 TEST(IsLocalServerTest, UnixSocketsAreLocal) {
   EXPECT_TRUE(IsLocalServer("unix:/run/x.sock"));
-  EXPECT_TRUE(IsLocalServer("unix-abstract:x"));
   EXPECT_FALSE(IsLocalServer("localhost:50051"));
   EXPECT_FALSE(IsLocalServer("[::1]:50051"));
 }

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -34,11 +35,18 @@ bool MayExist(const std::string& path) {
   return stat(path.c_str(), &st) == 0 || (errno != ENOENT && errno != ENOTDIR);
 }
 
+// $RBLN_ARTIFACTD_SOCKET as an address: a path, or (as people also write
+// it) already unix:PATH.
+std::string SocketEnvAddress(absl::string_view socket) {
+  return absl::StartsWith(socket, "unix:") ? std::string(socket)
+                                           : absl::StrCat("unix:", socket);
+}
+
 }  // namespace
 
 std::string DefaultServerAddress() {
   if (const char* socket = NonEmptyEnv(kSocketEnv)) {
-    return absl::StrCat("unix:", socket);
+    return SocketEnvAddress(socket);
   }
   // systemd gives the unit's RuntimeDirectory= here (several are separated
   // by ':'; the unit names one).
@@ -53,7 +61,7 @@ std::string DefaultServerAddress() {
 std::string DefaultClientAddress(const std::string& system_socket) {
   if (const char* address = NonEmptyEnv(kAddressEnv)) return address;
   if (const char* socket = NonEmptyEnv(kSocketEnv)) {
-    return absl::StrCat("unix:", socket);
+    return SocketEnvAddress(socket);
   }
   if (MayExist(system_socket)) return absl::StrCat("unix:", system_socket);
   return absl::StrCat("unix:", OwnSocket());

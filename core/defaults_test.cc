@@ -52,6 +52,10 @@ TEST(DefaultClientAddressTest, SocketAliasStillWorks) {
   ScopedEnv socket(kSocketEnv, "/run/alias.sock");
   ScopedEnv address(kAddressEnv, std::nullopt);
   EXPECT_EQ(DefaultClientAddress(), "unix:/run/alias.sock");
+  // Written with its scheme, as --server takes it: the same.
+  ScopedEnv prefixed(kSocketEnv, "unix:/run/alias.sock");
+  EXPECT_EQ(DefaultClientAddress(), "unix:/run/alias.sock");
+  EXPECT_EQ(DefaultServerAddress(), "unix:/run/alias.sock");
 }
 
 TEST(DefaultClientAddressTest, EmptyVariablesAreUnset) {

@@ -29,6 +29,8 @@ constexpr std::pair<ErrorReason, absl::string_view> kReasonNames[] = {
     {ErrorReason::kOutsideStore, "OUTSIDE_STORE"},
     {ErrorReason::kReadOnlyRoot, "READ_ONLY_ROOT"},
     {ErrorReason::kArtifactNotFound, "ARTIFACT_NOT_FOUND"},
+    {ErrorReason::kNotAnOperator, "NOT_AN_OPERATOR"},
+    {ErrorReason::kNotReadableByCaller, "NOT_READABLE_BY_CALLER"},
 };
 
 std::optional<ErrorReason> ParseReason(absl::string_view name) {

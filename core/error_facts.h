@@ -22,14 +22,16 @@ namespace rbln {
 // Each value's name (ErrorReasonName) is that of
 // rbln.artifact.v1.ErrorDetail.Reason, where they are documented.
 enum class ErrorReason {
-  kBelowMinBlocks,    // INVALID_ARGUMENT
-  kTooManyBlocks,     // INVALID_ARGUMENT: above the hard limit
-  kBudgetBelowMin,    // FAILED_PRECONDITION
-  kCasMismatch,       // ABORTED
-  kOutputExists,      // ALREADY_EXISTS
-  kOutsideStore,      // PERMISSION_DENIED
-  kReadOnlyRoot,      // PERMISSION_DENIED
-  kArtifactNotFound,  // NOT_FOUND
+  kBelowMinBlocks,       // INVALID_ARGUMENT
+  kTooManyBlocks,        // INVALID_ARGUMENT: above the hard limit
+  kBudgetBelowMin,       // FAILED_PRECONDITION
+  kCasMismatch,          // ABORTED
+  kOutputExists,         // ALREADY_EXISTS
+  kOutsideStore,         // PERMISSION_DENIED
+  kReadOnlyRoot,         // PERMISSION_DENIED
+  kArtifactNotFound,     // NOT_FOUND
+  kNotAnOperator,        // PERMISSION_DENIED: a reader's write
+  kNotReadableByCaller,  // PERMISSION_DENIED: the caller could not read it
 };
 
 // "BELOW_MIN_BLOCKS", "CAS_MISMATCH", ...

@@ -49,11 +49,14 @@ absl::StatusOr<ServerAddress> UnixAddress(absl::string_view text,
 absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text) {
   ServerAddress address;
   absl::string_view rest = text;
-  if (absl::ConsumePrefix(&rest, "unix:") ||
-      absl::ConsumePrefix(&rest, "unix-abstract:")) {
-    address.kind = absl::StartsWith(text, "unix:")
-                       ? ServerAddress::Kind::kUnix
-                       : ServerAddress::Kind::kUnixAbstract;
+  if (absl::StartsWith(text, "unix-abstract:")) {
+    // No file, so no mode or group: anyone on the host could connect.
+    return Malformed(text,
+                     "an abstract Unix socket has no permissions to guard "
+                     "it; give unix:PATH");
+  }
+  if (absl::ConsumePrefix(&rest, "unix:")) {
+    address.kind = ServerAddress::Kind::kUnix;
     if (rest.empty()) {
       return Malformed(text,
                        "a Unix socket needs a path, e.g. "
@@ -122,8 +125,6 @@ std::string GrpcTarget(const ServerAddress& address) {
   switch (address.kind) {
     case ServerAddress::Kind::kUnix:
       return absl::StrCat("unix:", address.path);
-    case ServerAddress::Kind::kUnixAbstract:
-      return absl::StrCat("unix-abstract:", address.path);
     case ServerAddress::Kind::kTcp:
       break;
   }

@@ -19,12 +19,11 @@ namespace rbln {
 
 struct ServerAddress {
   enum class Kind {
-    kUnix,          // unix:PATH, or /PATH
-    kUnixAbstract,  // unix-abstract:NAME (Linux's abstract namespace)
-    kTcp,           // HOST:PORT, [IPv6]:PORT
+    kUnix,  // unix:PATH, or /PATH
+    kTcp,   // HOST:PORT, [IPv6]:PORT
   };
   Kind kind = Kind::kUnix;
-  std::string path;   // kUnix and kUnixAbstract
+  std::string path;   // kUnix
   std::string host;   // kTcp, without the brackets of an IPv6 address
   uint16_t port = 0;  // kTcp, 1..65535
 };
@@ -35,7 +34,7 @@ struct ServerAddress {
 absl::StatusOr<ServerAddress> ParseServerAddress(absl::string_view text);
 
 // `address` as gRPC takes it: "unix:PATH" (also for a bare path),
-// "unix-abstract:NAME", "HOST:PORT" or "[IPv6]:PORT".
+// "HOST:PORT" or "[IPv6]:PORT".
 std::string GrpcTarget(const ServerAddress& address);
 
 }  // namespace rbln

@@ -19,9 +19,8 @@ TEST(ParseServerAddressTest, AcceptsTheDocumentedForms) {
   EXPECT_EQ(a->path, "/run/d.sock");
 
   a = ParseServerAddress("unix-abstract:rbln");
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->kind, Kind::kUnixAbstract);
-  EXPECT_EQ(a->path, "rbln");
+  EXPECT_THAT(a.status().message(),
+              HasSubstr("abstract Unix socket has no permissions"));
 
   a = ParseServerAddress("0.0.0.0:50051");
   ASSERT_TRUE(a.ok()) << a.status();
@@ -50,8 +49,7 @@ TEST(ParseServerAddressTest, BareAbsolutePathIsAUnixSocket) {
 
 TEST(GrpcTargetTest, RoundTripsEveryForm) {
   for (const std::string text :
-       {"unix:/run/d.sock", "unix-abstract:rbln", "0.0.0.0:50051", "npu-host:1",
-        "[::1]:65535"}) {
+       {"unix:/run/d.sock", "0.0.0.0:50051", "npu-host:1", "[::1]:65535"}) {
     absl::StatusOr<ServerAddress> a = ParseServerAddress(text);
     ASSERT_TRUE(a.ok()) << a.status();
     EXPECT_EQ(GrpcTarget(*a), text);

@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -630,10 +631,20 @@ absl::StatusOr<DramChoice> ArtifactStore::DeviceFor(
   return spec_table_->ForNpu(artifact.npu());
 }
 
-absl::StatusOr<FileStat> ArtifactStore::StatArtifactDir(
+absl::StatusOr<std::vector<FileStat>> ArtifactStore::StatArtifactPath(
     absl::string_view name) const {
   RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
-  return at.env->Stat(at.path);
+  std::vector<FileStat> chain;
+  std::string path = names_[at.root].dir;
+  RBLN_ASSIGN_OR_RETURN(FileStat top, at.env->Stat(path));
+  chain.push_back(top);
+  for (absl::string_view part :
+       absl::StrSplit(at.rel, '/', absl::SkipEmpty())) {
+    absl::StrAppend(&path, "/", part);
+    RBLN_ASSIGN_OR_RETURN(FileStat dir, at.env->Stat(path));
+    chain.push_back(dir);
+  }
+  return chain;
 }
 
 absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,

@@ -186,9 +186,12 @@ class ArtifactStore {
   // The absolute path of a canonical name in the store.
   std::string PathOf(absl::string_view canonical_name) const;
 
-  // Who owns the directory `name` resolves to, and its mode (the directory
-  // itself, never a link: in a read-only root, what a link leads to).
-  absl::StatusOr<FileStat> StatArtifactDir(absl::string_view name) const;
+  // Who owns each directory on the way to the artifact `name`, and its
+  // mode: its root (the store or a read-only root), every directory below,
+  // and last the artifact's own directory (each the directory itself,
+  // never a link: in a read-only root, what a link leads to).
+  absl::StatusOr<std::vector<FileStat>> StatArtifactPath(
+      absl::string_view name) const;
 
   // Opens an artifact for reading (a consistent snapshot).
   absl::StatusOr<Artifact> Read(absl::string_view name,

@@ -208,15 +208,22 @@ ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
 
 absl::StatusOr<Caller> ArtifactServiceImpl::Authorize(
     grpc::ServerContext* context, RequestLog& log, bool writes,
-    absl::string_view reads) const {
+    absl::string_view artifact) const {
   RBLN_ASSIGN_OR_RETURN(Caller caller, auth_->Identify(*context));
   log.SetCaller(caller);
   if (writes) {
-    RBLN_RETURN_IF_ERROR(CheckMayWrite(caller));
+    absl::Status may_write = CheckMayWrite(caller);
+    if (!may_write.ok()) {
+      return WithErrorFacts(may_write,
+                            {.reason = ErrorReason::kNotAnOperator,
+                             .artifact = LogName(std::string(artifact))});
+    }
     return caller;
   }
-  RBLN_RETURN_IF_ERROR(CheckNameForPeer(context, reads, "artifact"));
-  if (!reads.empty()) RBLN_RETURN_IF_ERROR(CheckReadsItself(caller, reads));
+  RBLN_RETURN_IF_ERROR(CheckNameForPeer(context, artifact, "artifact"));
+  if (!artifact.empty()) {
+    RBLN_RETURN_IF_ERROR(CheckReadsItself(caller, artifact));
+  }
   return caller;
 }
 
@@ -226,16 +233,29 @@ absl::Status ArtifactServiceImpl::CheckReadsItself(
     return absl::OkStatus();
   }
   // A name that does not resolve is the read's own error to report.
-  absl::StatusOr<FileStat> dir = store_->StatArtifactDir(name);
-  if (!dir.ok() ||
-      PeerMayRead(*caller.unix_peer, dir->uid, dir->gid, dir->mode)) {
-    return absl::OkStatus();
+  absl::StatusOr<std::vector<FileStat>> chain = store_->StatArtifactPath(name);
+  if (!chain.ok()) return absl::OkStatus();
+  // Every directory on the way must let the caller pass (search), and the
+  // artifact's own directory must let it read too.
+  for (size_t i = 0; i < chain->size(); ++i) {
+    const FileStat& dir = (*chain)[i];
+    const bool last = i + 1 == chain->size();
+    if (PeerMay(*caller.unix_peer, last ? kMayRead | kMaySearch : kMaySearch,
+                dir.uid, dir.gid, dir.mode)) {
+      continue;
+    }
+    return WithErrorFacts(
+        absl::PermissionDeniedError(absl::StrCat(
+            caller.identity, " cannot read ", Echo(name), " itself (",
+            last ? "its directory" : "a directory above it", ": owner ",
+            dir.uid, ":", dir.gid, ", mode ", absl::StrFormat("%04o", dir.mode),
+            "), so the daemon does not read it on its behalf; ask its owner, "
+            "or "
+            "for operator rights (rbln-artifactd --operators)")),
+        {.reason = ErrorReason::kNotReadableByCaller,
+         .artifact = LogName(std::string(name))});
   }
-  return absl::PermissionDeniedError(absl::StrCat(
-      caller.identity, " cannot read ", Echo(name), " itself (owner ", dir->uid,
-      ":", dir->gid, ", mode ", absl::StrFormat("%04o", dir->mode),
-      "), so the daemon does not read it on its behalf; ask its owner, or "
-      "for operator rights (rbln-artifactd --operators)"));
+  return absl::OkStatus();
 }
 
 grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(

@@ -117,16 +117,18 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
                    const absl::StatusOr<WriteResult>& result);
 
   // Identifies the caller of `context` into `log`; with `writes`, also
-  // checks that it may write. An artifact named for reading (`reads`) must
-  // be named as the caller's transport allows (no absolute path over TCP),
-  // and a reader on the Unix socket must be able to read its directory
-  // itself (PeerMayRead): the daemon is no confused deputy.
-  // Returns the caller.
+  // checks that it may write (NOT_AN_OPERATOR naming `artifact`). Without,
+  // `artifact` (when named) must be named as the caller's transport allows
+  // (no absolute path over TCP), and a reader on the Unix socket must be
+  // able to read it itself (CheckReadsItself): the daemon is no confused
+  // deputy. Returns the caller.
   absl::StatusOr<Caller> Authorize(grpc::ServerContext* context,
                                    RequestLog& log, bool writes,
-                                   absl::string_view reads = "") const;
-  // PERMISSION_DENIED when `caller` is a non-operator Unix peer whose uid
-  // and groups could not read the artifact `name` themselves.
+                                   absl::string_view artifact = "") const;
+  // PERMISSION_DENIED (NOT_READABLE_BY_CALLER) when `caller` is a
+  // non-operator Unix peer whose uid and groups could not read the artifact
+  // `name` themselves: search on every directory from its root down, read
+  // and search on its own.
   absl::Status CheckReadsItself(const Caller& caller,
                                 absl::string_view name) const;
 

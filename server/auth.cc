@@ -59,6 +59,22 @@ std::string GroupName(gid_t gid) {
   return entry.gr_name;
 }
 
+// The groups the group database lists for `user`, with `gid` (getgrouplist:
+// /etc/group, or whatever NSS is configured to read).
+std::vector<gid_t> ListedGroups(const std::string& user, gid_t gid) {
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    int count = static_cast<int>(groups.size());
+    if (getgrouplist(user.c_str(), gid, groups.data(), &count) >= 0) {
+      groups.resize(count);
+      return groups;
+    }
+    // -1: too small; count is now the number needed.
+    groups.resize(std::max<size_t>(count, groups.size() * 2));
+  }
+  return {gid};
+}
+
 absl::Status Unauthenticated(absl::string_view message) {
   return absl::UnauthenticatedError(message);
 }
@@ -230,7 +246,8 @@ absl::Status Authenticator::ReloadTokens() {
   return absl::OkStatus();
 }
 
-bool PeerMayRead(const UnixPeer& peer, uid_t uid, gid_t gid, uint32_t mode) {
+bool PeerMay(const UnixPeer& peer, uint32_t wanted, uid_t uid, gid_t gid,
+             uint32_t mode) {
   if (peer.uid == 0) return true;
   uint32_t bits = mode & 07;  // others
   if (peer.uid == uid) {
@@ -240,7 +257,11 @@ bool PeerMayRead(const UnixPeer& peer, uid_t uid, gid_t gid, uint32_t mode) {
                  peer.groups.end()) {
     bits = (mode >> 3) & 07;
   }
-  return (bits & 05) == 05;  // read and search
+  return (bits & wanted) == wanted;
+}
+
+bool PeerMayRead(const UnixPeer& peer, uid_t uid, gid_t gid, uint32_t mode) {
+  return PeerMay(peer, kMayRead | kMaySearch, uid, gid, mode);
 }
 
 Caller Authenticator::UnixCaller(const UnixPeer& peer) const {
@@ -259,8 +280,15 @@ Caller Authenticator::UnixCaller(const UnixPeer& peer) const {
     caller.is_operator = true;
     return caller;
   }
+  // group:NAME: the peer's own groups, and those the group database lists
+  // for its user (a process may have dropped some; the role follows the
+  // account, as --operators names it).
   std::vector<gid_t> gids = peer.groups;
   gids.push_back(peer.gid);
+  if (!user.empty()) {
+    const std::vector<gid_t> listed = ListedGroups(user, peer.gid);
+    gids.insert(gids.end(), listed.begin(), listed.end());
+  }
   for (gid_t gid : gids) {
     const std::string name = GroupName(gid);
     if (!name.empty() && operators_.contains(absl::StrCat("group:", name))) {
@@ -287,11 +315,29 @@ absl::StatusOr<Caller> Authenticator::Identify(
       return caller;
     }
   }
-  // 2. A bearer token.
+  // A peer on a Unix socket the daemon accepted itself (named "fd:N").
+  std::optional<UnixPeer> unix_peer;
+  const std::string peer = context.peer();
+  absl::string_view fd_text = peer;
+  int fd = -1;
+  if (absl::ConsumePrefix(&fd_text, kFdPeerPrefix) &&
+      absl::SimpleAtoi(fd_text, &fd)) {
+    unix_peer = unix_peers_.Find(fd);
+    if (!unix_peer.has_value()) {
+      return Unauthenticated(
+          "the credentials of this connection are not known; reconnect");
+    }
+  }
+  // 2. A bearer token. On the Unix socket the peer stays known, so that a
+  // token never lets a reader read what its uid could not.
   const auto& metadata = context.client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
     absl::string_view value(it->second.data(), it->second.size());
-    if (!absl::ConsumePrefix(&value, "Bearer ") || value.empty()) {
+    // The scheme is case-insensitive (RFC 6750, RFC 9110).
+    constexpr absl::string_view kScheme = "Bearer ";
+    const bool bearer = absl::StartsWithIgnoreCase(value, kScheme);
+    if (bearer) value.remove_prefix(kScheme.size());
+    if (!bearer || value.empty()) {
       return Unauthenticated(
           "the authorization metadata is not 'Bearer TOKEN'");
     }
@@ -309,21 +355,11 @@ absl::StatusOr<Caller> Authenticator::Identify(
     }
     caller.identity = absl::StrCat("token:", *name);
     caller.is_operator = operators_.contains(caller.identity);
+    caller.unix_peer = unix_peer;
     return caller;
   }
-  // 3. A peer on a Unix socket the daemon accepted itself.
-  const std::string peer = context.peer();
-  absl::string_view fd_text = peer;
-  int fd = -1;
-  if (absl::ConsumePrefix(&fd_text, kFdPeerPrefix) &&
-      absl::SimpleAtoi(fd_text, &fd)) {
-    std::optional<UnixPeer> unix_peer = unix_peers_.Find(fd);
-    if (!unix_peer.has_value()) {
-      return Unauthenticated(
-          "the credentials of this connection are not known; reconnect");
-    }
-    return UnixCaller(*unix_peer);
-  }
+  // 3. The Unix peer.
+  if (unix_peer.has_value()) return UnixCaller(*unix_peer);
   // 4. TCP without either.
   bool tokens_required = false;
   {

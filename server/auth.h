@@ -60,6 +60,13 @@ struct Caller {
 // reads as root, so it reads for a reader only what the reader could read.
 bool PeerMayRead(const UnixPeer& peer, uid_t uid, gid_t gid, uint32_t mode);
 
+// The same for any of the permission bits `wanted` (kMayRead, kMaySearch,
+// or both): a directory on the way to an artifact needs only search.
+inline constexpr uint32_t kMayRead = 04;
+inline constexpr uint32_t kMaySearch = 01;
+bool PeerMay(const UnixPeer& peer, uint32_t wanted, uid_t uid, gid_t gid,
+             uint32_t mode);
+
 // Reads SO_PEERCRED (and SO_PEERGROUPS) of a connected Unix socket.
 absl::StatusOr<UnixPeer> ReadUnixPeer(int fd);
 

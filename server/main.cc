@@ -2,6 +2,7 @@
 // artifacts. Starts with no flags (default store and Unix socket; DRAM figures
 // from rbln-smi when it is installed, else the spec table); see --help.
 #include <arpa/inet.h>
+#include <grp.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -9,6 +10,7 @@
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
 #include <netdb.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -17,6 +19,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -34,6 +37,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/core_metrics.h"
@@ -637,6 +641,18 @@ int main(int argc, char** argv) {
   if (!operator_list.ok()) {
     return bad_value("--operators", operator_list.status().message());
   }
+  // A user or group this host does not know matches nobody: most likely a
+  // typo, logged once the log is set up.
+  std::vector<std::string> unknown_operators;
+  for (const std::string& identity : *operator_list) {
+    absl::string_view name = identity;
+    if ((absl::ConsumePrefix(&name, "user:") &&
+         getpwnam(std::string(name).c_str()) == nullptr) ||
+        (absl::ConsumePrefix(&name, "group:") &&
+         getgrnam(std::string(name).c_str()) == nullptr)) {
+      unknown_operators.push_back(identity);
+    }
+  }
   // SIGTERM/SIGINT (and SIGHUP) go to a dedicated thread (sigwait), so that
   // shutdown is ordinary code rather than a signal handler. Blocked before
   // gRPC is first used: its threads inherit the mask.
@@ -691,6 +707,12 @@ int main(int argc, char** argv) {
   rbln::RouteGrpcLogsToSpdlog();
   // Before anything listens, so that the warning is in the log by the time
   // a caller can connect.
+  for (const std::string& identity : unknown_operators) {
+    spdlog::warn(
+        "--operators {}: no such {} on this host, so it matches nobody "
+        "(getent passwd / getent group list them)",
+        identity, absl::StartsWith(identity, "user:") ? "user" : "group");
+  }
   for (const std::string& address : insecure_remote) {
     spdlog::warn(
         "--allow-insecure-tcp: {} is plaintext and reachable from other "
@@ -929,8 +951,14 @@ int main(int argc, char** argv) {
       spdlog::info("read-only root {}: {}", root.name, root.dir);
     }
   }
+  const bool any_tcp = std::any_of(
+      addresses.begin(), addresses.end(),
+      [](const auto& a) { return a.kind == rbln::ServerAddress::Kind::kTcp; });
   spdlog::info(
-      "callers: TCP {}{}{}; operators: {}{}", tls ? "over TLS" : "plaintext",
+      "callers: {}{}{}; operators: {}{}",
+      !any_tcp ? "on the Unix socket only"
+      : tls    ? "TCP over TLS"
+               : "TCP in plaintext",
       tls_client_ca.empty() ? "" : " with client certificates required",
       tokens_file.empty() ? "" : ", bearer tokens from --tokens",
       no_default_operators ? ""
@@ -986,14 +1014,16 @@ int main(int argc, char** argv) {
         break;
       }
       if (signal_number != SIGHUP) break;
-      absl::Status reloaded = (*auth)->ReloadTokens();
-      if (reloaded.ok()) {
-        spdlog::info("SIGHUP: reloaded {}", tokens_file.empty()
-                                                ? "nothing (no --tokens)"
-                                                : tokens_file);
-      } else {
-        spdlog::error("SIGHUP: kept the old tokens: {}",
-                      std::string(reloaded.message()));
+      if (!tokens_file.empty()) {
+        absl::Status reloaded = (*auth)->ReloadTokens();
+        if (reloaded.ok()) {
+          spdlog::info("SIGHUP: reloaded {}", tokens_file);
+        } else {
+          spdlog::error("SIGHUP: kept the old tokens: {}",
+                        std::string(reloaded.message()));
+        }
+      } else if (tls_mirror == nullptr) {
+        spdlog::info("SIGHUP: nothing to reload (no --tokens, no --tls-cert)");
       }
       reload_tls("SIGHUP");
     }

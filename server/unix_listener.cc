@@ -28,22 +28,17 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Bind(
     const ServerAddress& address) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  const bool abstract = address.kind == ServerAddress::Kind::kUnixAbstract;
-  // An abstract name starts with a NUL byte and is not NUL-terminated.
-  const size_t room = sizeof(addr.sun_path) - (abstract ? 1 : 0) - 1;
+  const size_t room = sizeof(addr.sun_path) - 1;
   if (address.path.size() > room) {
     return absl::InvalidArgumentError(
         absl::StrCat("the socket path is longer than ", room, " bytes"));
   }
-  address.path.copy(addr.sun_path + (abstract ? 1 : 0), address.path.size());
+  address.path.copy(addr.sun_path, address.path.size());
   const socklen_t length = static_cast<socklen_t>(
-      offsetof(sockaddr_un, sun_path) + (abstract ? 1 : 0) +
-      address.path.size() + (abstract ? 0 : 1));
-  if (!abstract) {
-    struct stat st {};
-    if (lstat(address.path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
-      unlink(address.path.c_str());
-    }
+      offsetof(sockaddr_un, sun_path) + address.path.size() + 1);
+  struct stat st {};
+  if (lstat(address.path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+    unlink(address.path.c_str());
   }
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::InternalError(std::strerror(errno));
@@ -65,7 +60,7 @@ UnixListener::UnixListener(int listen_fd, int wake_fd)
 
 UnixListener::~UnixListener() {
   Stop();
-  close(listen_fd_);
+  if (listen_fd_ >= 0) close(listen_fd_);
   close(wake_fd_);
 }
 
@@ -87,6 +82,10 @@ void UnixListener::Stop() {
                   std::strerror(errno));
   }
   thread_.join();
+  // Closed, not only no longer accepted from: a client connecting during a
+  // shutdown is refused at once instead of waiting in the backlog.
+  close(listen_fd_);
+  listen_fd_ = -1;
 }
 
 void UnixListener::AcceptLoop(grpc::Server* server, UnixPeerTable* peers) {

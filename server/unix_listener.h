@@ -22,7 +22,7 @@ namespace rbln {
 
 class UnixListener {
  public:
-  // Binds `address` (kUnix or kUnixAbstract), replacing a
+  // Binds `address` (a Unix socket's path), replacing a
   // stale socket file (the caller checked that no server answers there).
   // The file is created with the process's umask.
   static absl::StatusOr<std::unique_ptr<UnixListener>> Bind(
@@ -39,7 +39,7 @@ class UnixListener {
   UnixListener(int listen_fd, int wake_fd);
   void AcceptLoop(grpc::Server* server, UnixPeerTable* peers);
 
-  const int listen_fd_;
+  int listen_fd_;      // -1 once stopped
   const int wake_fd_;  // an eventfd: written by Stop
   std::thread thread_;
 };

@@ -458,7 +458,14 @@ TEST_F(AuthTest, UnixPeersAreKnownByUidAndListedOnesWrite) {
   const std::string identity = "user:" + user.name();
 
   // Not listed: a reader. Root (uid 0) is an operator by default.
-  ASSERT_NO_FATAL_FAILURE(Start(address, {}));
+  // A reader's token, for the check that a token on the socket does not
+  // let a reader past what its uid may read.
+  const std::string tokens = root_.Join("tokens");
+  Sh(
+      absl::StrCat("printf 'viewer %s\\n' $(printf viewer-secret | sha256sum | "
+                   "cut -d' ' -f1) > ",
+                   ShellQuote(tokens)));
+  ASSERT_NO_FATAL_FAILURE(Start(address, {"--tokens", tokens}));
   ASSERT_EQ(chmod(socket.c_str(), 0666), 0);
   const std::map<std::string, uint64_t> before = HashTree(store_);
   Outcome get = as_user(Get());
@@ -492,11 +499,56 @@ TEST_F(AuthTest, UnixPeersAreKnownByUidAndListedOnesWrite) {
   ASSERT_EQ(chmod(Artifact().c_str(), 0755), 0);
   Outcome readable = as_user("--list");
   EXPECT_THAT(readable.out, HasSubstr("tiny")) << readable;
+  // A readable artifact under a directory the user cannot pass: the same.
+  const std::string hidden = absl::StrCat(store_, "/private");
+  ASSERT_EQ(mkdir(hidden.c_str(), 0700), 0);
+  ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", hidden + "/m"));
+  ASSERT_EQ(chmod((hidden + "/m").c_str(), 0755), 0);
+  Outcome below =
+      as_user("--get-kvcache-num-blocks --model-id private/m --json");
+  EXPECT_EQ(below.code, 1) << below;
+  EXPECT_THAT(below.out, HasSubstr("\"reason\":\"NOT_READABLE_BY_CALLER\""))
+      << below;
+  EXPECT_THAT(below.err, HasSubstr("a directory above it")) << below;
+  Outcome listed = as_user("--list");
+  EXPECT_THAT(listed.out, Not(HasSubstr("private/m"))) << listed;
+  EXPECT_THAT(listed.out, HasSubstr("left out 1 artifact(s)")) << listed;
+  EXPECT_EQ(
+      Client(address, "", "--get-kvcache-num-blocks --model-id private/m").code,
+      0);
+  // The same user with a reader's token, through the generated Python
+  // stubs (the CLI sends tokens only over TLS): still refused.
+  const std::string python = absl::StrCat(
+      "import sys, grpc; sys.path.insert(0, sys.argv[1]); "
+      "from rbln.artifact.v1 import artifact_service_pb2 as pb, "
+      "artifact_service_pb2_grpc as rpc\n"
+      "stub = rpc.ArtifactServiceStub(grpc.insecure_channel(sys.argv[2]))\n"
+      "try:\n"
+      "  stub.GetKvcacheNumBlocks(pb.GetKvcacheNumBlocksRequest("
+      "artifact='private/m'), metadata=[('authorization', 'bearer "
+      "viewer-secret')])\n"
+      "  print('OK')\n"
+      "except grpc.RpcError as e:\n"
+      "  print(e.code().name, e.details())\n");
+  Outcome with_token = RunShell(
+      absl::StrCat("setpriv --reuid=", user.name(), " --regid=", user.name(),
+                   " --clear-groups ", kCommandTimeout, " /usr/bin/python3 -c ",
+                   ShellQuote(python), " ", ShellQuote(BinaryPath("../python")),
+                   " ", ShellQuote(address)),
+      root_.Join("python.err"));
+  EXPECT_THAT(with_token.out, HasSubstr("PERMISSION_DENIED token:viewer "
+                                        "cannot read private/m"))
+      << with_token;
+  std::filesystem::remove_all(hidden);
   for (const std::string& write : {Set(12), Fit()}) {
     Outcome o = as_user(write);
     EXPECT_EQ(o.code, 1) << o;
     EXPECT_THAT(o.err, HasSubstr(identity + " may only read")) << o;
   }
+  Outcome refused = as_user(Set(12, "--json"));
+  EXPECT_THAT(refused.out, HasSubstr("\"reason\":\"NOT_AN_OPERATOR\""))
+      << refused;
+  EXPECT_THAT(refused.out, HasSubstr("/tiny\"")) << refused;
   EXPECT_EQ(HashTree(store_), before);
   Outcome root_set = Client(address, "", Set(13));
   EXPECT_EQ(root_set.code, 0) << root_set;
