@@ -109,17 +109,17 @@ TEST(ErrorReasonTest, CoreReasonsAreTheProtoEnum) {
       ErrorReason::kBelowMinBlocks, ErrorReason::kTooManyBlocks,
       ErrorReason::kBudgetBelowMin, ErrorReason::kCasMismatch,
       ErrorReason::kOutputExists,   ErrorReason::kOutsideStore,
-      ErrorReason::kReadOnlyRoot,   ErrorReason::kArtifactNotFound};
+      ErrorReason::kReadOnlyRoot,   ErrorReason::kArtifactNotFound,
+      ErrorReason::kNotAnOperator,  ErrorReason::kNotReadableByCaller};
   for (ErrorReason reason : all) {
     const std::string name(ErrorReasonName(reason));
     v1::ErrorDetail::Reason parsed = v1::ErrorDetail::REASON_UNSPECIFIED;
     EXPECT_TRUE(v1::ErrorDetail::Reason_Parse(name, &parsed)) << name;
     EXPECT_NE(parsed, v1::ErrorDetail::REASON_UNSPECIFIED) << name;
   }
-  // Plus REASON_UNSPECIFIED and NOT_AN_OPERATOR (reserved for the
-  // authorization layer), and nothing else.
+  // Plus REASON_UNSPECIFIED, and nothing else.
   EXPECT_EQ(v1::ErrorDetail::Reason_descriptor()->value_count(),
-            static_cast<int>(std::size(all)) + 2);
+            static_cast<int>(std::size(all)) + 1);
 }
 
 TEST_F(RemoteCallersTest, CompareAndSetMismatchCarriesTheCurrentCount) {
