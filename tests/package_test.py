@@ -10,7 +10,7 @@ Runs `cpack -G DEB` in the build directory (cmake/Install.cmake), unpacks the
   * the control file: the package's name and version, and Depends naming
     Debian packages this machine has (dpkg-shlibdeps' libraries, adduser);
   * the maintainer scripts: postinst creates the rbln-artifactd system user
-    and group, and no script starts or enables the unit. The scripts run
+    and group and the store /var/lib/rbln-artifactd as theirs, and no script starts or enables the unit. The scripts run
     with `systemctl` and its Debian helpers replaced by recorders on PATH,
     and are read for any start or enable. As root, postinst runs the real
     adduser in a private mount namespace over a copy of /etc (unshare -m),
@@ -201,6 +201,16 @@ def check_system_user(getent):
           f"postinst made no rbln-artifactd group for the user: {getent!r}")
 
 
+def check_state_directory(output):
+    """The last line of postinst's run: `stat` of /var/lib/rbln-artifactd,
+    which postinst makes as the service user's (StateDirectory= would chown
+    a root-owned one recursively)."""
+    lines = output.splitlines()
+    check(lines and lines[-1] == "rbln-artifactd:rbln-artifactd 755",
+          f"postinst did not make /var/lib/rbln-artifactd "
+          f"rbln-artifactd:rbln-artifactd 0755: {output!r}")
+
+
 def check_maintainer_scripts(deb, work):
     control_dir = os.path.join(work, "control")
     extracted = run(["dpkg-deb", "-e", deb, control_dir])
@@ -247,13 +257,17 @@ def check_maintainer_scripts(deb, work):
             continue
         open(log, "w").close()
         if private_etc and script == "postinst":
-            # Twice: a reinstall finds the user there already.
+            # Twice: a reinstall finds the user there already. /var/lib is
+            # an empty tmpfs there, so the store directory is made anew.
             ran = run(["unshare", "-m", "sh", "-ec",
-                       'mount --bind "$1" /etc; "$2" configure; '
+                       'mount --bind "$1" /etc; '
+                       'mount -t tmpfs tmpfs /var/lib; "$2" configure; '
                        '"$2" configure; getent passwd rbln-artifactd; '
-                       'getent group rbln-artifactd',
+                       'getent group rbln-artifactd; '
+                       'stat -c "%U:%G %a" /var/lib/rbln-artifactd',
                        "sh", copy_etc(work), path], env=env)
             check_system_user(ran.stdout)
+            check_state_directory(ran.stdout)
         else:
             ran = run([path, argument], env=env)
         check(ran.returncode == 0,
