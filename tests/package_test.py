@@ -9,6 +9,8 @@ Runs `cpack -G DEB` in the build directory (cmake/Install.cmake), unpacks the
     .proto files and the docs are in the package;
   * the control file: the package's name and version, and Depends naming
     Debian packages this machine has (dpkg-shlibdeps' libraries, adduser);
+  * `cmake --install --prefix DIR` (no package): the unit's ExecStart names
+    DIR/sbin/rbln-artifactd, and the sysusers.d file is there;
   * the maintainer scripts: postinst creates the rbln-artifactd system user
     and group and the store /var/lib/rbln-artifactd as theirs, and no script starts or enables the unit. The scripts run
     with `systemctl` and its Debian helpers replaced by recorders on PATH,
@@ -47,6 +49,7 @@ FILES = [
     "usr/share/rbln-artifactd/proto/rbln/artifact/v1/artifact_service.proto",
     "usr/share/rbln-artifactd/proto/google/rpc/status.proto",
     "usr/share/rbln-artifactd/rbln-artifactd.conf",
+    "usr/lib/sysusers.d/rbln-artifactd.conf",
     "usr/share/doc/rbln-artifactd/README.md",
     "usr/share/doc/rbln-artifactd/docs/security.md",
 ]
@@ -138,8 +141,7 @@ def check_files(root, man_pages):
               f"{relative} is not in the package")
     unit = os.path.join(root, FILES[0])
     if os.path.isfile(unit):
-        with open(unit, encoding="utf-8") as f:
-            starts = re.findall(r"^ExecStart=(\S+)", f.read(), re.M)
+        starts = unit_exec_starts(unit)
         check(len(starts) == 1 and
               os.path.isfile(os.path.join(root, starts[0].lstrip("/"))),
               f"the unit's ExecStart {starts} is not a program of the package")
@@ -168,6 +170,37 @@ def check_files(root, man_pages):
               f"{relative}: no .TH {program.upper()} {section} ... "
               f"{program} VERSION line")
         check(flag in page, f"{relative} does not document {flag}")
+
+
+def unit_exec_starts(unit):
+    with open(unit, encoding="utf-8") as f:
+        return re.findall(r"^ExecStart=(\S+)", f.read(), re.M)
+
+
+def check_plain_install(cmake, build_dir, work):
+    """`cmake --install --prefix DIR`, as README.md's "Installing" does with
+    /usr/local: the unit's ExecStart names DIR/sbin/rbln-artifactd, which
+    is there, and the sysusers.d file that makes its user is installed."""
+    prefix = os.path.join(work, "prefix")
+    env = {k: v for k, v in os.environ.items() if k != "DESTDIR"}
+    made = run([cmake, "--install", build_dir, "--prefix", prefix], env=env)
+    check(made.returncode == 0,
+          f"cmake --install --prefix {prefix}: exit {made.returncode}: "
+          f"{made.stdout}{made.stderr}")
+    daemon = os.path.join(prefix, "sbin", "rbln-artifactd")
+    unit = os.path.join(prefix, "lib/systemd/system/rbln-artifactd.service")
+    starts = unit_exec_starts(unit) if os.path.isfile(unit) else []
+    check(starts == [daemon] and os.access(daemon, os.X_OK),
+          f"cmake --install --prefix {prefix}: the unit's ExecStart is "
+          f"{starts}, not the installed {daemon}")
+    sysusers = os.path.join(prefix, "lib/sysusers.d/rbln-artifactd.conf")
+    if os.path.isfile(sysusers):
+        with open(sysusers, encoding="utf-8") as f:
+            check(re.search(r'^u rbln-artifactd - "rbln-artifactd" '
+                            r'/var/lib/rbln-artifactd$', f.read(), re.M),
+                  f"{sysusers} does not create the user rbln-artifactd")
+    else:
+        failures.append(f"cmake --install installed no {sysusers}")
 
 
 def copy_etc(work):
@@ -315,6 +348,8 @@ def main():
         check_programs(root, os.environ["RBLN_BIN_DIR"])
         check_files(root, os.environ.get("RBLN_MAN_PAGES") == "ON")
         check_maintainer_scripts(deb, work)
+        check_plain_install(os.environ.get("RBLN_CMAKE") or "cmake",
+                            build_dir, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for failure in failures:
