@@ -244,6 +244,29 @@ def check_state_directory(output):
           f"rbln-artifactd:rbln-artifactd 0755: {output!r}")
 
 
+def check_existing_accounts(postinst, work, env):
+    """postinst where an admin made the accounts first (in a private mount
+    namespace over a fresh copy of /etc): a lone group rbln-artifactd
+    becomes the user's group; an ordinary (login) user rbln-artifactd is
+    kept with a warning, and postinst still succeeds."""
+    os.makedirs(os.path.join(work, "accounts"))
+    for setup, expect_warning in (
+            ("groupadd --system rbln-artifactd", False),
+            ("useradd --uid 4242 --user-group rbln-artifactd", True)):
+        ran = run(["unshare", "-m", "sh", "-ec",
+                   'mount --bind "$1" /etc; mount -t tmpfs tmpfs /var/lib; '
+                   f'{setup}; "$2" configure; id -gn rbln-artifactd',
+                   "sh", copy_etc(os.path.join(work, "accounts", setup[:3])),
+                   postinst], env=env)
+        check(ran.returncode == 0 and
+              ran.stdout.splitlines()[-1:] == ["rbln-artifactd"],
+              f"postinst configure after '{setup}': exit {ran.returncode}, "
+              f"{ran.stdout!r} {ran.stderr!r}")
+        warned = "is not a system user" in ran.stderr
+        check(warned == expect_warning,
+              f"postinst configure after '{setup}': stderr {ran.stderr!r}")
+
+
 def check_maintainer_scripts(deb, work):
     control_dir = os.path.join(work, "control")
     extracted = run(["dpkg-deb", "-e", deb, control_dir])
@@ -301,6 +324,7 @@ def check_maintainer_scripts(deb, work):
                        "sh", copy_etc(work), path], env=env)
             check_system_user(ran.stdout)
             check_state_directory(ran.stdout)
+            check_existing_accounts(path, work, env)
         else:
             ran = run([path, argument], env=env)
         check(ran.returncode == 0,
@@ -310,10 +334,10 @@ def check_maintainer_scripts(deb, work):
     postinst = calls.get(("postinst", "configure"), [])
     if not private_etc:
         check(any(re.fullmatch(r"adduser .*--system\b.*", call) and
-                  "--group" in call.split() and
+                  "--ingroup" in call.split() and
                   call.split()[-1] == "rbln-artifactd" for call in postinst),
               f"postinst configure did not create the rbln-artifactd system "
-              f"user and group (adduser --system --group ... "
+              f"user (adduser --system --ingroup rbln-artifactd ... "
               f"rbln-artifactd); it ran: {postinst}")
     for (script, argument), made in calls.items():
         for call in made:
