@@ -688,7 +688,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("rbln-artifactd"));
   spdlog::set_level(level);
   rbln::SetLogFormat(*spdlog::default_logger(), *log_format);
-  rbln::RouteGrpcLogsToSpdlog();
+  rbln::RouteLibraryLogsToSpdlog();
   // Before anything listens, so that the warning is in the log by the time
   // a caller can connect.
   for (const std::string& address : insecure_remote) {
