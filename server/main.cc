@@ -698,6 +698,14 @@ int main(int argc, char** argv) {
         "clear",
         address);
   }
+  if (metrics_address.has_value() &&
+      metrics_address->kind == rbln::ServerAddress::Kind::kTcp &&
+      !IsLoopbackHost(metrics_address->host)) {
+    spdlog::warn(
+        "--metrics-listen: {} serves counts in plain HTTP to anyone who "
+        "reaches it; bind it to loopback or keep it to a network you trust",
+        metrics_listen);
+  }
 
   auto chosen = ChooseDramProvider(device_dram, rbln_smi, probe_timeout_s);
   if (!chosen.ok()) {
