@@ -21,29 +21,12 @@ set(RBLN_SYSTEMD_UNIT_DIR lib/systemd/system
 # for a plain `cmake --install`, PREFIX/sbin for `--prefix PREFIX`. So its
 # ExecStart is rewritten when installing, not when configuring. A relative
 # RBLN_SYSTEMD_UNIT_DIR is under the prefix.
-set(RBLN_UNIT_SOURCE ${PROJECT_SOURCE_DIR}/deploy/rbln-artifactd.service)
-set(RBLN_UNIT_STAGED ${CMAKE_BINARY_DIR}/install/rbln-artifactd.service)
-install(CODE "
-  set(unit_dir "${RBLN_SYSTEMD_UNIT_DIR}")
-  if(NOT IS_ABSOLUTE "\${unit_dir}")
-    set(unit_dir "\${CMAKE_INSTALL_PREFIX}/\${unit_dir}")
-  endif()
-  set(sbin_dir "${CMAKE_INSTALL_SBINDIR}")
-  if(NOT IS_ABSOLUTE "\${sbin_dir}")
-    set(sbin_dir "\${CMAKE_INSTALL_PREFIX}/\${sbin_dir}")
-  endif()
-  file(READ "${RBLN_UNIT_SOURCE}" unit)
-  string(REPLACE "\nExecStart=/usr/sbin/rbln-artifactd "
-                 "\nExecStart=\${sbin_dir}/rbln-artifactd " rewritten "\${unit}")
-  if(rewritten STREQUAL unit)
-    message(FATAL_ERROR "${RBLN_UNIT_SOURCE} has no line "
-                        "'ExecStart=/usr/sbin/rbln-artifactd ' to rewrite")
-  endif()
-  file(WRITE "${RBLN_UNIT_STAGED}" "\${rewritten}")
-  file(INSTALL DESTINATION "\${unit_dir}" TYPE FILE
-       PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
-       FILES "${RBLN_UNIT_STAGED}")
-")
+# cmake/InstallUnit.cmake does it, with these settings of the build.
+install(CODE "set(RBLN_UNIT_SOURCE [[${PROJECT_SOURCE_DIR}/deploy/rbln-artifactd.service]])
+set(RBLN_UNIT_STAGED [[${CMAKE_BINARY_DIR}/install/rbln-artifactd.service]])
+set(RBLN_UNIT_DIR [[${RBLN_SYSTEMD_UNIT_DIR}]])
+set(RBLN_SBIN_DIR [[${CMAKE_INSTALL_SBINDIR}]])")
+install(SCRIPT ${PROJECT_SOURCE_DIR}/cmake/InstallUnit.cmake)
 # The service user, for systemd-sysusers (the package's postinst uses
 # adduser instead): README.md, "Installing".
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/rbln-artifactd.sysusers
