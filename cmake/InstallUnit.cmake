@@ -15,12 +15,13 @@ foreach(dir IN ITEMS RBLN_UNIT_DIR RBLN_SBIN_DIR)
 endforeach()
 file(READ "${RBLN_UNIT_SOURCE}" unit)
 set(packaged "\nExecStart=/usr/sbin/rbln-artifactd ")
-string(REPLACE "${packaged}" "\nExecStart=${RBLN_SBIN_DIR}/rbln-artifactd "
-               rewritten "${unit}")
-if(rewritten STREQUAL unit)
+string(FIND "${unit}" "${packaged}" found)
+if(found EQUAL -1)
   message(FATAL_ERROR "${RBLN_UNIT_SOURCE} has no line "
                       "'ExecStart=/usr/sbin/rbln-artifactd ' to rewrite")
 endif()
+string(REPLACE "${packaged}" "\nExecStart=${RBLN_SBIN_DIR}/rbln-artifactd "
+               rewritten "${unit}")
 file(WRITE "${RBLN_UNIT_STAGED}" "${rewritten}")
 file(INSTALL DESTINATION "${RBLN_UNIT_DIR}" TYPE FILE
      PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ
