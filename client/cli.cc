@@ -19,10 +19,12 @@
 #include "core/defaults.h"
 #include "core/flag_errors.h"
 #include "core/server_address.h"
+#include "core/text.h"
 #include "core/version.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "rapidjson/document.h"
+#include "rapidjson/memorystream.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
 
@@ -343,6 +345,19 @@ absl::Status UsageError(absl::string_view message) {
   return absl::InvalidArgumentError(message);
 }
 
+// Whether `s` is UTF-8 (RFC 3629: no overlong forms, no surrogates), by
+// rapidjson's validator.
+bool IsUtf8(absl::string_view s) {
+  rapidjson::MemoryStream in(s.data(), s.size());
+  struct Discard {
+    void Put(char) {}
+  } out;
+  while (in.Tell() < s.size()) {
+    if (!rapidjson::UTF8<>::Validate(in, out)) return false;
+  }
+  return true;
+}
+
 // The checks CLI11 cannot express (beyond the operations' exclusions).
 absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   CliOptions o;
@@ -423,6 +438,19 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   }
   if (f.output_dir_opt->count() > 0 && f.output_dir.empty()) {
     return UsageError("--output-dir must not be empty");
+  }
+  // The request's strings are proto3 strings: the daemon could not even
+  // parse a request with other bytes, and would answer with a bare
+  // INTERNAL error. Say so here instead, with the bytes escaped.
+  for (const auto& [opt, value] :
+       {std::pair{f.model_id_opt, &f.model_id},
+        std::pair{f.output_dir_opt, &f.output_dir}}) {
+    if (opt->count() > 0 && !IsUtf8(*value)) {
+      return UsageError(absl::StrCat(
+          opt->get_name(), " is not valid UTF-8 (", Echo(*value),
+          "); the daemon takes UTF-8 names only: rename the directory, or "
+          "use a symbolic link with a UTF-8 name"));
+    }
   }
   if (o.operation == Operation::kFitBudget && f.budget.empty()) {
     return UsageError("--set-memory-budget must not be empty");

@@ -126,6 +126,16 @@ INSTANTIATE_TEST_SUITE_P(
                   {"--model-id does not go with --device-info"}},
         UsageCase{{"--get-kvcache-num-blocks", "--model-id", ""},
                   {"--model-id must not be empty"}},
+        // Names the daemon could not parse (proto3 strings are UTF-8).
+        UsageCase{
+            {"--get-kvcache-num-blocks", "--model-id", "a\xff"},
+            {"--model-id is not valid UTF-8 (a\\xff)", "rename the directory"}},
+        UsageCase{{"--set-kvcache-num-blocks", "8", "--model-id", "a",
+                   "--output-dir", "b\xc3"},
+                  {"--output-dir is not valid UTF-8 (b\\xc3)"}},
+        UsageCase{{"--set-kvcache-num-blocks", "8", "--model-id", "a",
+                   "--output-dir", "\xed\xa0\x80"},  // a surrogate
+                  {"--output-dir is not valid UTF-8"}},
         // Writer-only flags without a writer.
         UsageCase{{"--get-kvcache-num-blocks", "--model-id", "a",
                    "--output-dir", "b"},

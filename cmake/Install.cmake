@@ -4,7 +4,8 @@
 #
 #   sbin/rbln-artifactd                     the daemon (run by systemd or root)
 #   bin/rbln-artifact, bin/rbln-artifact-synth
-#   lib/systemd/system/rbln-artifactd.service
+#   lib/systemd/system/rbln-artifactd.service  (ExecStart names sbin/ above)
+#   lib/sysusers.d/rbln-artifactd.conf      the service user, for systemd-sysusers
 #   share/rbln-artifactd/proto/...          the API's .proto files
 #   share/doc/rbln-artifactd/               README.md and docs/
 #   share/man/man8/rbln-artifactd.8.gz, share/man/man1/rbln-artifact*.1.gz
@@ -15,8 +16,21 @@ install(TARGETS rbln-artifact rbln-artifact-synth
         DESTINATION ${CMAKE_INSTALL_BINDIR})
 set(RBLN_SYSTEMD_UNIT_DIR lib/systemd/system
     CACHE STRING "Where the systemd unit is installed (under the prefix)")
-install(FILES ${PROJECT_SOURCE_DIR}/deploy/rbln-artifactd.service
-        DESTINATION ${RBLN_SYSTEMD_UNIT_DIR})
+# The unit names the daemon by the install-time prefix: /usr/sbin in the
+# package (cpack installs with the prefix /usr under DESTDIR), /usr/local/sbin
+# for a plain `cmake --install`, PREFIX/sbin for `--prefix PREFIX`. So its
+# ExecStart is rewritten when installing, not when configuring. A relative
+# RBLN_SYSTEMD_UNIT_DIR is under the prefix.
+# cmake/InstallUnit.cmake does it, with these settings of the build.
+install(CODE "set(RBLN_UNIT_SOURCE [[${PROJECT_SOURCE_DIR}/deploy/rbln-artifactd.service]])
+set(RBLN_UNIT_STAGED [[${CMAKE_BINARY_DIR}/install/rbln-artifactd.service]])
+set(RBLN_UNIT_DIR [[${RBLN_SYSTEMD_UNIT_DIR}]])
+set(RBLN_SBIN_DIR [[${CMAKE_INSTALL_SBINDIR}]])")
+install(SCRIPT ${PROJECT_SOURCE_DIR}/cmake/InstallUnit.cmake)
+# The service user, for systemd-sysusers (the package's postinst uses
+# adduser instead): README.md, "Installing".
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/rbln-artifactd.sysusers
+        DESTINATION lib/sysusers.d RENAME rbln-artifactd.conf)
 # The contract for clients in any language (reply_metadata.h is part of it).
 # The example config; the package's postinst copies it to
 # /etc/rbln-artifactd/rbln-artifactd.conf (the unit's --config) when there is

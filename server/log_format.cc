@@ -1,5 +1,6 @@
 #include "server/log_format.h"
 
+#include <google/protobuf/stubs/logging.h>
 #include <grpc/support/log.h>
 
 #include <atomic>
@@ -112,6 +113,20 @@ void LogGrpcLine(gpr_log_func_args* args) {
   spdlog::log(level, "gRPC {}:{}: {}", args->file, args->line, args->message);
 }
 
+// protobuf's own lines (such as "String field ... contains invalid UTF-8
+// data" for a caller's bad string), which it would print to stderr as
+// "[libprotobuf ERROR ...]" and so break a JSON log.
+void LogProtobufLine(google::protobuf::LogLevel severity, const char* file,
+                     int line, const std::string& message) {
+  spdlog::level::level_enum level = spdlog::level::info;
+  if (severity == google::protobuf::LOGLEVEL_WARNING) {
+    level = spdlog::level::warn;
+  } else if (severity >= google::protobuf::LOGLEVEL_ERROR) {
+    level = spdlog::level::err;
+  }
+  spdlog::log(level, "protobuf {}:{}: {}", file, line, message);
+}
+
 }  // namespace
 
 absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view text) {
@@ -130,7 +145,10 @@ void SetLogFormat(spdlog::logger& logger, LogFormat format) {
   }
 }
 
-void RouteGrpcLogsToSpdlog() { gpr_set_log_function(LogGrpcLine); }
+void RouteLibraryLogsToSpdlog() {
+  gpr_set_log_function(LogGrpcLine);
+  google::protobuf::SetLogHandler(LogProtobufLine);
+}
 
 LogField LogField::Word(std::string key, std::string value) {
   LogField field;

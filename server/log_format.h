@@ -38,9 +38,10 @@ absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view text);
 // Makes `logger` (and LogEvent) write `format`.
 void SetLogFormat(spdlog::logger& logger, LogFormat format);
 
-// Sends gRPC's own log lines (gpr_log) through spdlog, so that they take the
-// chosen format too.
-void RouteGrpcLogsToSpdlog();
+// Sends gRPC's own log lines (gpr_log) and protobuf's (its LogHandler)
+// through spdlog, so that they take the chosen format too. Call it once,
+// before other threads start (neither library's setter is thread-safe).
+void RouteLibraryLogsToSpdlog();
 
 // One field of a structured log line.
 struct LogField {

@@ -704,7 +704,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("rbln-artifactd"));
   spdlog::set_level(level);
   rbln::SetLogFormat(*spdlog::default_logger(), *log_format);
-  rbln::RouteGrpcLogsToSpdlog();
+  rbln::RouteLibraryLogsToSpdlog();
   // Before anything listens, so that the warning is in the log by the time
   // a caller can connect.
   for (const std::string& identity : unknown_operators) {
@@ -719,6 +719,14 @@ int main(int argc, char** argv) {
         "hosts; anyone who reaches it can read, and tokens would travel in "
         "clear",
         address);
+  }
+  if (metrics_address.has_value() &&
+      metrics_address->kind == rbln::ServerAddress::Kind::kTcp &&
+      !IsLoopbackHost(metrics_address->host)) {
+    spdlog::warn(
+        "--metrics-listen: {} serves counts in plain HTTP to anyone who "
+        "reaches it; bind it to loopback or keep it to a network you trust",
+        metrics_listen);
   }
 
   auto chosen = ChooseDramProvider(device_dram, rbln_smi, probe_timeout_s);

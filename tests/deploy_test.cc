@@ -3,6 +3,7 @@
 // reach systemd's notification socket (Type=notify), and --log-format json
 // writes one JSON object a line.
 #include <grp.h>
+#include <grpcpp/grpcpp.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -25,10 +27,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
+#include "rbln/artifact/v1/artifact_service.grpc.pb.h"
 #include "tests/daemon_fixture.h"
 
 namespace rbln {
 namespace {
+
+namespace v1 = ::rbln::artifact::v1;
 
 using ::rbln::e2e::Daemon;
 using ::rbln::e2e::Outcome;
@@ -310,6 +315,43 @@ TEST_F(DeployTest, JsonLogsOneObjectALineWithTheRequestsFields) {
   // The log is all JSON: the start-up lines too.
   EXPECT_EQ(lines.size(),
             static_cast<size_t>(std::count(log.begin(), log.end(), '\n')));
+}
+
+// A request whose string is not UTF-8 makes protobuf itself complain on
+// the daemon's side ("String field ... contains invalid UTF-8 data"); that
+// line, too, must be a JSON object of the log. The generated stub sends the
+// bytes as they are (rbln-artifact refuses such a name before sending).
+TEST_F(DeployTest, JsonLogStaysJsonWhenARequestIsNotUtf8) {
+  const std::string address = absl::StrCat("unix:", root_.Join("d.sock"));
+  StartDaemonWithFlags(root_.path(), address,
+                       {"--store", store_, "--listen", address, "--log-format",
+                        "json", "--rbln-smi", "none"},
+                       &daemon_);
+  auto stub = v1::ArtifactService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  v1::GetKvcacheNumBlocksRequest request;
+  request.set_artifact("store/\xff\xfe-not-utf8");
+  v1::GetKvcacheNumBlocksResponse response;
+  grpc::ClientContext context;
+  const grpc::Status status =
+      stub->GetKvcacheNumBlocks(&context, request, &response);
+  EXPECT_FALSE(status.ok());
+  StopDaemon(&daemon_);
+
+  const std::string log = ReadIfExists(daemon_.stderr_path);
+  std::vector<rapidjson::Document> lines = ParseJsonLines(log);
+  EXPECT_EQ(lines.size(),
+            static_cast<size_t>(std::count(log.begin(), log.end(), '\n')))
+      << log;
+  EXPECT_THAT(log, ::testing::Not(HasSubstr("[libprotobuf")));
+  // protobuf's own line is there, as an object of its own.
+  bool protobuf_line = false;
+  for (const rapidjson::Document& line : lines) {
+    protobuf_line |=
+        absl::StartsWith(StringField(line, "message"), "protobuf ") &&
+        absl::StrContains(StringField(line, "message"), "UTF-8");
+  }
+  EXPECT_TRUE(protobuf_line) << log;
 }
 
 TEST_F(DeployTest, UnknownLogFormatIsAUsageError) {

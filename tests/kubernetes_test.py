@@ -287,9 +287,29 @@ class ConfigMapTest(unittest.TestCase):
         self.assertIn("kvcache_num_blocks:", write.stdout)
         self.assertTrue(os.path.exists(socket_path), daemon_log())
 
+        # On the socket this test's uid (root in CI, else the daemon's own)
+        # reads, but is no operator: no-default-operators.
+        def on_socket(*flags):
+            return subprocess.run(
+                [os.path.join(BIN, "rbln-artifact"), "--server",
+                 "unix:" + socket_path, *flags, "--model-id",
+                 os.path.join(store, "tiny")],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                timeout=60, check=False)
+        read = on_socket("--get-kvcache-num-blocks")
+        self.assertEqual(read.returncode, 0, read.stderr + daemon_log())
+        refused = on_socket("--set-memory-budget", "0.4")
+        self.assertEqual(refused.returncode, 1,
+                         refused.stderr + "\n" + daemon_log())
+        self.assertIn("PERMISSION_DENIED", refused.stderr)
+
         daemon.send_signal(signal.SIGTERM)
         self.assertEqual(daemon.wait(timeout=60), 0, daemon_log())
         self.assertIn('caller="cn:fleet-job" role=operator', daemon_log())
+        self.assertRegex(daemon_log(),
+                         r'method=FitMemoryBudget artifact="tiny" '
+                         r'caller="user:[^"]+" role=reader '
+                         r'outcome=PERMISSION_DENIED')
 
 
 def main():

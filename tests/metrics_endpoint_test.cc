@@ -218,6 +218,9 @@ TEST_F(MetricsEndpointTest, OnlyGetOfMetricsIsServed) {
       Curl(absl::StrCat("-X POST -d x=1 ", base, "/metrics -D - -o /dev/null"));
   EXPECT_THAT(post.out, HasSubstr(" 405 ")) << post;
   EXPECT_THAT(post.out, HasSubstr("Allow: GET, HEAD")) << post;
+  // Loopback: no warning.
+  EXPECT_THAT(e2e::ReadIfExists(daemon_.stderr_path),
+              ::testing::Not(HasSubstr("serves counts in plain HTTP")));
 }
 
 TEST_F(MetricsEndpointTest, PortInUseStopsTheStartWith69) {
@@ -237,6 +240,28 @@ TEST_F(MetricsEndpointTest, PortInUseStopsTheStartWith69) {
               HasSubstr(absl::StrCat("rbln-artifactd: --metrics-listen: port ",
                                      port, " is in use")));
   // Nothing was served: the gRPC socket was never created.
+  EXPECT_FALSE(std::filesystem::exists(address_.substr(5)));
+}
+
+// A metrics port other hosts may reach is warned about in the log before
+// anything listens: here the port is taken, so the start fails after the
+// warning.
+TEST_F(MetricsEndpointTest, NonLoopbackAddressIsWarnedAbout) {
+  int port = 0;
+  const int fd = e2e::BindFreeLoopbackPort(/*listen_too=*/true, &port);
+  ASSERT_GE(fd, 0);
+  Outcome o = RunShell(
+      absl::StrCat(kCommandTimeout, " ",
+                   ShellQuote(BinaryPath("rbln-artifactd")), " --store ",
+                   ShellQuote(store_), " --listen ", ShellQuote(address_),
+                   " --metrics-listen 0.0.0.0:", port),
+      root_.Join("daemon.err"));
+  close(fd);
+  EXPECT_EQ(o.code, kExUnavailable) << o;
+  EXPECT_THAT(o.err, HasSubstr(absl::StrCat(
+                         "--metrics-listen: 0.0.0.0:", port,
+                         " serves counts in plain HTTP to anyone who "
+                         "reaches it")));
   EXPECT_FALSE(std::filesystem::exists(address_.substr(5)));
 }
 

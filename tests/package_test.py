@@ -9,8 +9,10 @@ Runs `cpack -G DEB` in the build directory (cmake/Install.cmake), unpacks the
     .proto files and the docs are in the package;
   * the control file: the package's name and version, and Depends naming
     Debian packages this machine has (dpkg-shlibdeps' libraries, adduser);
+  * `cmake --install --prefix DIR` (no package): the unit's ExecStart names
+    DIR/sbin/rbln-artifactd, and the sysusers.d file is there;
   * the maintainer scripts: postinst creates the rbln-artifactd system user
-    and group, and no script starts or enables the unit. The scripts run
+    and group and the store /var/lib/rbln-artifactd as theirs, and no script starts or enables the unit. The scripts run
     with `systemctl` and its Debian helpers replaced by recorders on PATH,
     and are read for any start or enable. As root, postinst runs the real
     adduser in a private mount namespace over a copy of /etc (unshare -m),
@@ -47,6 +49,7 @@ FILES = [
     "usr/share/rbln-artifactd/proto/rbln/artifact/v1/artifact_service.proto",
     "usr/share/rbln-artifactd/proto/google/rpc/status.proto",
     "usr/share/rbln-artifactd/rbln-artifactd.conf",
+    "usr/lib/sysusers.d/rbln-artifactd.conf",
     "usr/share/doc/rbln-artifactd/README.md",
     "usr/share/doc/rbln-artifactd/docs/security.md",
 ]
@@ -138,8 +141,7 @@ def check_files(root, man_pages):
               f"{relative} is not in the package")
     unit = os.path.join(root, FILES[0])
     if os.path.isfile(unit):
-        with open(unit, encoding="utf-8") as f:
-            starts = re.findall(r"^ExecStart=(\S+)", f.read(), re.M)
+        starts = unit_exec_starts(unit)
         check(len(starts) == 1 and
               os.path.isfile(os.path.join(root, starts[0].lstrip("/"))),
               f"the unit's ExecStart {starts} is not a program of the package")
@@ -168,6 +170,37 @@ def check_files(root, man_pages):
               f"{relative}: no .TH {program.upper()} {section} ... "
               f"{program} VERSION line")
         check(flag in page, f"{relative} does not document {flag}")
+
+
+def unit_exec_starts(unit):
+    with open(unit, encoding="utf-8") as f:
+        return re.findall(r"^ExecStart=(\S+)", f.read(), re.M)
+
+
+def check_plain_install(cmake, build_dir, work):
+    """`cmake --install --prefix DIR`, as README.md's "Installing" does with
+    /usr/local: the unit's ExecStart names DIR/sbin/rbln-artifactd, which
+    is there, and the sysusers.d file that makes its user is installed."""
+    prefix = os.path.join(work, "prefix")
+    env = {k: v for k, v in os.environ.items() if k != "DESTDIR"}
+    made = run([cmake, "--install", build_dir, "--prefix", prefix], env=env)
+    check(made.returncode == 0,
+          f"cmake --install --prefix {prefix}: exit {made.returncode}: "
+          f"{made.stdout}{made.stderr}")
+    daemon = os.path.join(prefix, "sbin", "rbln-artifactd")
+    unit = os.path.join(prefix, "lib/systemd/system/rbln-artifactd.service")
+    starts = unit_exec_starts(unit) if os.path.isfile(unit) else []
+    check(starts == [daemon] and os.access(daemon, os.X_OK),
+          f"cmake --install --prefix {prefix}: the unit's ExecStart is "
+          f"{starts}, not the installed {daemon}")
+    sysusers = os.path.join(prefix, "lib/sysusers.d/rbln-artifactd.conf")
+    if os.path.isfile(sysusers):
+        with open(sysusers, encoding="utf-8") as f:
+            check(re.search(r'^u rbln-artifactd - "rbln-artifactd" '
+                            r'/var/lib/rbln-artifactd$', f.read(), re.M),
+                  f"{sysusers} does not create the user rbln-artifactd")
+    else:
+        failures.append(f"cmake --install installed no {sysusers}")
 
 
 def copy_etc(work):
@@ -199,6 +232,39 @@ def check_system_user(getent):
     check(len(group) == 4 and group[0] == "rbln-artifactd" and
           len(user) == 7 and group[2] == user[3],
           f"postinst made no rbln-artifactd group for the user: {getent!r}")
+
+
+def check_state_directory(output):
+    """The last line of postinst's run: `stat` of /var/lib/rbln-artifactd,
+    which postinst makes as the service user's (StateDirectory= would chown
+    a root-owned one recursively)."""
+    lines = output.splitlines()
+    check(lines and lines[-1] == "rbln-artifactd:rbln-artifactd 755",
+          f"postinst did not make /var/lib/rbln-artifactd "
+          f"rbln-artifactd:rbln-artifactd 0755: {output!r}")
+
+
+def check_existing_accounts(postinst, work, env):
+    """postinst where an admin made the accounts first (in a private mount
+    namespace over a fresh copy of /etc): a lone group rbln-artifactd
+    becomes the user's group; an ordinary (login) user rbln-artifactd is
+    kept with a warning, and postinst still succeeds."""
+    os.makedirs(os.path.join(work, "accounts"))
+    for setup, expect_warning in (
+            ("groupadd --system rbln-artifactd", False),
+            ("useradd --uid 4242 --user-group rbln-artifactd", True)):
+        ran = run(["unshare", "-m", "sh", "-ec",
+                   'mount --bind "$1" /etc; mount -t tmpfs tmpfs /var/lib; '
+                   f'{setup}; "$2" configure; id -gn rbln-artifactd',
+                   "sh", copy_etc(os.path.join(work, "accounts", setup[:3])),
+                   postinst], env=env)
+        check(ran.returncode == 0 and
+              ran.stdout.splitlines()[-1:] == ["rbln-artifactd"],
+              f"postinst configure after '{setup}': exit {ran.returncode}, "
+              f"{ran.stdout!r} {ran.stderr!r}")
+        warned = "is not a system user" in ran.stderr
+        check(warned == expect_warning,
+              f"postinst configure after '{setup}': stderr {ran.stderr!r}")
 
 
 def check_maintainer_scripts(deb, work):
@@ -247,13 +313,18 @@ def check_maintainer_scripts(deb, work):
             continue
         open(log, "w").close()
         if private_etc and script == "postinst":
-            # Twice: a reinstall finds the user there already.
+            # Twice: a reinstall finds the user there already. /var/lib is
+            # an empty tmpfs there, so the store directory is made anew.
             ran = run(["unshare", "-m", "sh", "-ec",
-                       'mount --bind "$1" /etc; "$2" configure; '
+                       'mount --bind "$1" /etc; '
+                       'mount -t tmpfs tmpfs /var/lib; "$2" configure; '
                        '"$2" configure; getent passwd rbln-artifactd; '
-                       'getent group rbln-artifactd',
+                       'getent group rbln-artifactd; '
+                       'stat -c "%U:%G %a" /var/lib/rbln-artifactd',
                        "sh", copy_etc(work), path], env=env)
             check_system_user(ran.stdout)
+            check_state_directory(ran.stdout)
+            check_existing_accounts(path, work, env)
         else:
             ran = run([path, argument], env=env)
         check(ran.returncode == 0,
@@ -263,10 +334,10 @@ def check_maintainer_scripts(deb, work):
     postinst = calls.get(("postinst", "configure"), [])
     if not private_etc:
         check(any(re.fullmatch(r"adduser .*--system\b.*", call) and
-                  "--group" in call.split() and
+                  "--ingroup" in call.split() and
                   call.split()[-1] == "rbln-artifactd" for call in postinst),
               f"postinst configure did not create the rbln-artifactd system "
-              f"user and group (adduser --system --group ... "
+              f"user (adduser --system --ingroup rbln-artifactd ... "
               f"rbln-artifactd); it ran: {postinst}")
     for (script, argument), made in calls.items():
         for call in made:
@@ -301,6 +372,8 @@ def main():
         check_programs(root, os.environ["RBLN_BIN_DIR"])
         check_files(root, os.environ.get("RBLN_MAN_PAGES") == "ON")
         check_maintainer_scripts(deb, work)
+        check_plain_install(os.environ.get("RBLN_CMAKE") or "cmake",
+                            build_dir, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     for failure in failures:
