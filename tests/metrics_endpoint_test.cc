@@ -77,6 +77,21 @@ class MetricsEndpointTest : public ::testing::Test {
                 {"--metrics-listen", metrics_, "--rbln-smi", smi}, &daemon_);
   }
 
+  // rbln-artifactd with --metrics-listen HOST:PORT on a port something
+  // else listens on (*port); its outcome.
+  Outcome StartOnABusyMetricsPort(const std::string& host, int* port) {
+    const int fd = e2e::BindFreeLoopbackPort(/*listen_too=*/true, port);
+    EXPECT_GE(fd, 0);
+    Outcome o = RunShell(
+        absl::StrCat(kCommandTimeout, " ",
+                     ShellQuote(BinaryPath("rbln-artifactd")), " --store ",
+                     ShellQuote(store_), " --listen ", ShellQuote(address_),
+                     " --metrics-listen ", host, ":", *port),
+        root_.Join("daemon.err"));
+    if (fd >= 0) close(fd);
+    return o;
+  }
+
   // curl `args` against the metrics address (path and all in `args`).
   Outcome Curl(const std::string& args) {
     return RunShell(
@@ -224,17 +239,8 @@ TEST_F(MetricsEndpointTest, OnlyGetOfMetricsIsServed) {
 }
 
 TEST_F(MetricsEndpointTest, PortInUseStopsTheStartWith69) {
-  // Anything listening on the port.
   int port = 0;
-  const int fd = e2e::BindFreeLoopbackPort(/*listen_too=*/true, &port);
-  ASSERT_GE(fd, 0);
-  Outcome o = RunShell(
-      absl::StrCat(kCommandTimeout, " ",
-                   ShellQuote(BinaryPath("rbln-artifactd")), " --store ",
-                   ShellQuote(store_), " --listen ", ShellQuote(address_),
-                   " --metrics-listen 127.0.0.1:", port),
-      root_.Join("daemon.err"));
-  close(fd);
+  Outcome o = StartOnABusyMetricsPort("127.0.0.1", &port);
   EXPECT_EQ(o.code, kExUnavailable) << o;
   EXPECT_THAT(o.err,
               HasSubstr(absl::StrCat("rbln-artifactd: --metrics-listen: port ",
@@ -248,15 +254,7 @@ TEST_F(MetricsEndpointTest, PortInUseStopsTheStartWith69) {
 // warning.
 TEST_F(MetricsEndpointTest, NonLoopbackAddressIsWarnedAbout) {
   int port = 0;
-  const int fd = e2e::BindFreeLoopbackPort(/*listen_too=*/true, &port);
-  ASSERT_GE(fd, 0);
-  Outcome o = RunShell(
-      absl::StrCat(kCommandTimeout, " ",
-                   ShellQuote(BinaryPath("rbln-artifactd")), " --store ",
-                   ShellQuote(store_), " --listen ", ShellQuote(address_),
-                   " --metrics-listen 0.0.0.0:", port),
-      root_.Join("daemon.err"));
-  close(fd);
+  Outcome o = StartOnABusyMetricsPort("0.0.0.0", &port);
   EXPECT_EQ(o.code, kExUnavailable) << o;
   EXPECT_THAT(o.err, HasSubstr(absl::StrCat(
                          "--metrics-listen: 0.0.0.0:", port,
