@@ -10,6 +10,8 @@
 # NAME is the artifact's path in the store (/var/lib/rbln-artifactd/NAME on
 # each node); BUDGET as rbln-artifact takes it (0.8, 80%, 10GiB). --render
 # prints the Jobs for the given nodes and touches no cluster.
+# --timeout bounds each Job (activeDeadlineSeconds) and the wait for all of
+# them; RESULT is succeeded, failed or timeout.
 # Exit: 0 every node succeeded, 1 some node failed or timed out, 2 usage.
 set -euo pipefail
 
@@ -25,7 +27,7 @@ timeout=900
 
 usage() {
   echo "usage: $0 --artifact NAME --budget BUDGET [--selector LABELS] [--image IMAGE] [--timeout SECONDS]" >&2
-  echo "       $0 --render --nodes \"NODE...\" --artifact NAME --budget BUDGET [--image IMAGE]" >&2
+  echo "       $0 --render --nodes \"NODE...\" --artifact NAME --budget BUDGET [--image IMAGE] [--timeout SECONDS]" >&2
   exit 2
 }
 
@@ -38,6 +40,7 @@ while [ $# -gt 0 ]; do
     --nodes) nodes=${2:-}; shift 2 ;;
     --timeout) timeout=${2:-}; shift 2 ;;
     --render) render=true; shift ;;
+    -h|--help) sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) echo "$0: unknown argument '$1'" >&2; usage ;;
   esac
 done
@@ -49,6 +52,10 @@ if ! [[ $artifact =~ ^[A-Za-z0-9._][A-Za-z0-9._/-]*$ ]] || [[ $artifact == *..* 
 fi
 if [ -n "$image" ] && ! [[ $image =~ ^[A-Za-z0-9][A-Za-z0-9./:@_-]*$ ]]; then
   echo "$0: --image '$image' is not an image reference" >&2
+  exit 2
+fi
+if ! [[ $timeout =~ ^[1-9][0-9]*$ ]]; then
+  echo "$0: --timeout '$timeout': give whole seconds (900)" >&2
   exit 2
 fi
 if ! [[ $budget =~ ^[0-9.]+(%|[KMGT]i?B|B)?$ ]]; then
@@ -64,6 +71,7 @@ run=$(date -u +%Y%m%d%H%M%S)
 render_job() {
   sed -e "s|@RUN@|$run|g" -e "s|@INDEX@|$2|g" -e "s|@NODE@|$1|g" \
     -e "s|@ARTIFACT@|$artifact|g" -e "s|@BUDGET@|$budget|g" \
+    -e "s|activeDeadlineSeconds: 900|activeDeadlineSeconds: $timeout|" \
     ${image:+-e "s|image: rbln-artifactd:latest|image: $image|"} "$template"
 }
 
