@@ -37,6 +37,7 @@ using ::rbln::e2e::kCommandTimeout;
 using ::rbln::e2e::Outcome;
 using ::rbln::e2e::PickFreePort;
 using ::rbln::e2e::ReadIfExists;
+using ::rbln::e2e::RunOrFail;
 using ::rbln::e2e::RunShell;
 using ::rbln::e2e::ShellQuote;
 using ::rbln::e2e::StartDaemonWithFlags;
@@ -53,13 +54,6 @@ constexpr int kClientDenied = 4;
 constexpr int kClientUnreachable = 3;
 constexpr int kClientUsage = 2;
 constexpr int kExUsage = 64;
-
-// Runs a shell command; fails the test unless it exits 0.
-void Sh(const std::string& command) {
-  std::string output;
-  ASSERT_EQ(rbln::testing::RunCommand(command, &output), 0) << command << "\n"
-                                                            << output;
-}
 
 class AuthTest : public ::testing::Test {
  protected:
@@ -323,7 +317,7 @@ TEST_F(AuthTest, TokensGoodWrongAndMissing) {
   const std::string tokens = root_.Join("tokens");
   // sha256sum of the token text, as docs/security.md tells operators to
   // make the file.
-  Sh(
+  RunOrFail(
       absl::StrCat("{ echo '# who  sha256'; printf 'ci %s\\n' $(printf "
                    "ci-secret | sha256sum | cut -d' ' -f1); printf 'viewer "
                    "%s\\n' $(printf viewer-secret | sha256sum | cut -d' ' "
@@ -360,7 +354,7 @@ TEST_F(AuthTest, TokensGoodWrongAndMissing) {
 
   // SIGHUP reloads the file: a token added since is taken, a broken file
   // keeps the old table.
-  Sh(
+  RunOrFail(
       absl::StrCat("printf 'rotated %s\\n' $(printf rotated-secret | "
                    "sha256sum | cut -d' ' -f1) >> ",
                    ShellQuote(tokens)));
@@ -461,7 +455,7 @@ TEST_F(AuthTest, UnixPeersAreKnownByUidAndListedOnesWrite) {
   // A reader's token, for the check that a token on the socket does not
   // let a reader past what its uid may read.
   const std::string tokens = root_.Join("tokens");
-  Sh(
+  RunOrFail(
       absl::StrCat("printf 'viewer %s\\n' $(printf viewer-secret | sha256sum | "
                    "cut -d' ' -f1) > ",
                    ShellQuote(tokens)));
