@@ -26,7 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/device_spec.h"
+#include "core/device_memory.h"
 
 namespace rbln {
 

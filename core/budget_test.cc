@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "core/device_spec.h"
+#include "core/device/device_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -24,8 +24,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/dram.h"
-#include "core/store.h"
+#include "core/device/dram.h"
+#include "core/store/store.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
 #include "server/auth.h"
 

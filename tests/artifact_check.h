@@ -20,11 +20,11 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "core/artifact.h"
 #include "core/env.h"
-#include "core/rbln_config.h"
-#include "core/rescale.h"
-#include "core/store.h"
+#include "core/format/artifact.h"
+#include "core/format/rbln_config.h"
+#include "core/resize/rescale.h"
+#include "core/store/store.h"
 #include "core/testing/test_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"

@@ -27,7 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/env.h"
-#include "core/store.h"
+#include "core/store/store.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"

@@ -22,7 +22,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/env.h"
-#include "core/store.h"
+#include "core/store/store.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -35,7 +35,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/env.h"
-#include "core/store.h"
+#include "core/store/store.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "tests/artifact_check.h"

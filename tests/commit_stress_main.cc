@@ -29,7 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/env.h"
-#include "core/store.h"
+#include "core/store/store.h"
 
 namespace {
 

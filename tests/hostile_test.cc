@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "core/artifact.h"
-#include "core/store.h"
+#include "core/format/artifact.h"
+#include "core/store/store.h"
 #include "gmock/gmock.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
 #include "tests/daemon_fixture.h"

@@ -12,11 +12,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/container.h"
-#include "core/device_spec.h"
-#include "core/fit.h"
-#include "core/rbln_config.h"
-#include "core/rescale.h"
+#include "core/device/device_spec.h"
+#include "core/format/container.h"
+#include "core/format/rbln_config.h"
+#include "core/resize/fit.h"
+#include "core/resize/rescale.h"
 #include "core/status_macros.h"
 
 namespace rbln {

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/artifact.h"
-#include "core/fit.h"
+#include "core/format/artifact.h"
+#include "core/resize/fit.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/budget.h"
-#include "core/device_spec.h"
+#include "core/device/device_spec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace rbln {

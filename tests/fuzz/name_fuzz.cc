@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "core/artifact_name.h"
+#include "core/store/artifact_name.h"
 #include "core/text.h"
 #include "tests/fuzz/fuzz_check.h"
 

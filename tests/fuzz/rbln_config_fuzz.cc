@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "core/rbln_config.h"
+#include "core/format/rbln_config.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace rbln {

@@ -1,0 +1,85 @@
+// Where "available DRAM" comes from (docs/device-dram.md). A budget of 0.8
+// means 80% of what the chosen provider says one device can hold, so the daemon
+// reports the source with every answer.
+//
+// Providers, in the daemon's order of choice:
+//   1. an explicit override (`--device-dram BYTES[,CHIPLETS]`, on the command
+//      line or in the config file; for simulation and tests),
+//   2. the live probe of the host's NPUs through rbln-smi
+//      (core/probe_provider.h), which falls back to
+//   3. the spec table (the embedded default; works on any machine).
+//
+// Implementations are thread-safe.
+#ifndef RBLN_CORE_DEVICE_DRAM_H_
+#define RBLN_CORE_DEVICE_DRAM_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/device/device_spec.h"
+
+namespace rbln {
+
+// The device figures chosen for an artifact's target NPU.
+struct DramChoice {
+  DeviceSpec spec;
+  std::string source;  // e.g. "spec table: RBLN-CA (16 GiB - 288 MiB)"
+  std::vector<std::string> warnings;
+};
+
+struct DeviceEntry {
+  int index = -1;  // -1: not a probed device
+  std::string name;
+  std::string family;
+  std::string device_node;
+  uint64_t total_bytes = 0;
+  uint64_t used_bytes = 0;
+  uint64_t available_bytes = 0;
+  uint32_t chiplets = 1;
+  std::string source;  // "probe", "spec", "override"
+};
+
+struct DeviceReport {
+  std::vector<DeviceEntry> devices;
+  std::string source;
+  std::vector<std::string> warnings;
+};
+
+class DramProvider {
+ public:
+  virtual ~DramProvider() = default;
+  // The figures for an artifact compiled for `npu`.
+  virtual absl::StatusOr<DramChoice> ForNpu(absl::string_view npu) = 0;
+  // What the provider sees, for GetDeviceInfo.
+  virtual DeviceReport Report() = 0;
+};
+
+// "15.72 GiB": bytes as sources and warnings print them.
+std::string FormatGib(uint64_t bytes);
+
+// The spec table of §2 by NPU name.
+std::unique_ptr<DramProvider> NewSpecTableProvider();
+
+struct DramOverride {
+  uint64_t bytes_per_node = 0;
+  std::optional<uint32_t> chiplets;  // default: the NPU's from the spec table
+};
+
+// Parses "BYTES[,CHIPLETS]" where BYTES is a size with a unit ("16GiB",
+// "512MiB", units as in core/budget.h) or a bare byte count of at least
+// 1 GiB ("17179869184"): a bare "16" is refused with "did you mean 16GiB?".
+// INVALID_ARGUMENT says what is accepted.
+absl::StatusOr<DramOverride> ParseDramOverride(absl::string_view text);
+
+// Every device holds exactly `dram.bytes_per_node`, split evenly over its
+// chiplets, nothing reserved.
+std::unique_ptr<DramProvider> NewOverrideProvider(DramOverride dram);
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_DEVICE_DRAM_H_

@@ -1,0 +1,283 @@
+#include "core/device/probe_provider.h"
+
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "core/core_metrics.h"
+#include "core/device/device_spec.h"
+#include "core/device/rbln_smi.h"
+#include "core/status_macros.h"
+#include "core/subprocess.h"
+#include "spdlog/spdlog.h"
+
+namespace rbln {
+namespace {
+
+// The tools tried, in order, when none is configured: rbln-stat is the name
+// of older driver releases.
+constexpr const char* kDefaultTools[] = {"rbln-smi", "rbln-stat"};
+
+// rbln-smi prints available DRAM to one decimal of its unit (15.7GiB for
+// 15.72 GiB); more than this relative difference from the spec is not
+// rounding.
+constexpr uint64_t kTotalToleranceDivisor = 100;  // 1%
+
+// One run of the tool.
+struct Probe {
+  std::string tool;  // the program run (as configured when not found)
+  absl::StatusOr<std::vector<ProbedDevice>> devices;
+  // False when no tool is configured and none is on the search path: an
+  // ordinary host without NPUs, not worth a warning on every reply.
+  bool warn = true;
+};
+
+// "/dev/rbln0" for the "rbln0" that rbln-smi prints.
+std::string NodePath(absl::string_view node) {
+  if (node.find('/') != absl::string_view::npos) return std::string(node);
+  return absl::StrCat("/dev/", node);
+}
+
+// "RBLN-CA12 rbln0, RBLN-CA12 rbln1".
+std::string ListDevices(const std::vector<const ProbedDevice*>& devices) {
+  return absl::StrJoin(devices, ", ",
+                       [](std::string* out, const ProbedDevice* d) {
+                         absl::StrAppend(out, d->name, " ", d->device_node);
+                       });
+}
+
+// A warning when the tool's total is more than rounding away from what the
+// spec says the device can hold: the spec's figure is still used (it is
+// exact for every device it knows), but the operator should know.
+std::optional<std::string> TotalMismatch(const ProbedDevice& device,
+                                         const DeviceSpec& spec) {
+  const uint64_t expected = spec.AvailablePerNode();
+  const uint64_t difference = device.total_bytes > expected
+                                  ? device.total_bytes - expected
+                                  : expected - device.total_bytes;
+  if (difference <= expected / kTotalToleranceDivisor) return std::nullopt;
+  return absl::StrCat(
+      device.device_node, " (", device.name, ") shows ",
+      FormatGib(device.total_bytes), " of DRAM but the spec table gives ",
+      spec.family, "* ", FormatGib(expected),
+      "; the spec table's figure is used (set an override of the device DRAM "
+      "to use another)");
+}
+
+// What came of a probe, for the metrics.
+ProbeResult ResultOf(const Probe& probe) {
+  if (probe.devices.ok()) return ProbeResult::kOk;
+  if (!probe.warn) return ProbeResult::kNoTool;
+  switch (probe.devices.status().code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+      return ProbeResult::kTimeout;
+    case absl::StatusCode::kInvalidArgument:  // Run(): not a device table
+      return ProbeResult::kUnreadable;
+    default:
+      return ProbeResult::kFailed;
+  }
+}
+
+std::string FallbackWarning(const Probe& probe) {
+  return absl::StrCat(
+      "device probe failed, so the DRAM figures come from the spec table: ",
+      probe.devices.status().message());
+}
+
+// A one-line summary, to log a probe only when its answer changes.
+std::string Summary(const Probe& probe) {
+  if (!probe.devices.ok()) return std::string(probe.devices.status().message());
+  std::vector<const ProbedDevice*> all;
+  for (const ProbedDevice& d : *probe.devices) all.push_back(&d);
+  return absl::StrCat(probe.tool, " found ", ListDevices(all));
+}
+
+class ProbeProvider : public DramProvider {
+ public:
+  explicit ProbeProvider(ProbeOptions options)
+      : options_(std::move(options)), spec_table_(NewSpecTableProvider()) {
+    if (!options_.clock) options_.clock = &absl::Now;
+  }
+
+  absl::StatusOr<DramChoice> ForNpu(absl::string_view npu) override {
+    // The artifact's target decides the spec, whatever the host has.
+    RBLN_ASSIGN_OR_RETURN(DramChoice choice, spec_table_->ForNpu(npu));
+    const Probe probe = Latest();
+    if (!probe.devices.ok()) {
+      if (probe.warn) choice.warnings.push_back(FallbackWarning(probe));
+      return choice;
+    }
+    std::vector<const ProbedDevice*> same_family;
+    std::vector<const ProbedDevice*> other_family;
+    for (const ProbedDevice& device : *probe.devices) {
+      absl::StatusOr<DeviceSpec> spec = LookupDeviceSpec(device.name);
+      if (spec.ok() && spec->family == choice.spec.family) {
+        same_family.push_back(&device);
+        if (std::optional<std::string> warning =
+                TotalMismatch(device, choice.spec)) {
+          choice.warnings.push_back(*std::move(warning));
+        }
+      } else {
+        other_family.push_back(&device);
+      }
+    }
+    if (!other_family.empty()) {
+      choice.warnings.push_back(absl::StrCat(
+          "the artifact targets ", npu, " (", choice.spec.family, "*) but ",
+          probe.tool, " shows ", ListDevices(other_family),
+          same_family.empty()
+              ? "; no device on this host can run it, so the figures come "
+                "from the spec table"
+              : ", which cannot run it"));
+    }
+    if (same_family.empty()) {
+      absl::StrAppend(&choice.source, " (", probe.tool, " found no ",
+                      choice.spec.family, "* device)");
+      return choice;
+    }
+    choice.source =
+        absl::StrCat("probe: ", probe.tool, " found ", ListDevices(same_family),
+                     "; exact figures from the ", choice.source);
+    return choice;
+  }
+
+  DeviceReport Report() override {
+    const Probe probe = Latest();
+    if (!probe.devices.ok()) {
+      DeviceReport report = spec_table_->Report();
+      if (probe.warn) {
+        report.source =
+            absl::StrCat("spec table (the probe of ", probe.tool, " failed)");
+        report.warnings.push_back(FallbackWarning(probe));
+      } else {
+        report.source = "spec table (no rbln-smi or rbln-stat on PATH)";
+      }
+      return report;
+    }
+    DeviceReport report;
+    report.source =
+        absl::StrCat("probe: ", probe.tool, " (refreshed at most every ",
+                     FormatSeconds(options_.cache_ttl),
+                     "; available DRAM from the spec table by NPU name)");
+    for (const ProbedDevice& device : *probe.devices) {
+      DeviceEntry entry;
+      entry.index = device.index;
+      entry.name = device.name;
+      entry.device_node = NodePath(device.device_node);
+      entry.used_bytes = device.used_bytes;
+      entry.source = "probe";
+      absl::StatusOr<DeviceSpec> spec = LookupDeviceSpec(device.name);
+      if (spec.ok()) {
+        entry.family = spec->family;
+        entry.total_bytes = spec->total_bytes_per_node;
+        entry.available_bytes = spec->AvailablePerNode();
+        entry.chiplets = spec->chiplets_per_node;
+        if (std::optional<std::string> warning = TotalMismatch(device, *spec)) {
+          report.warnings.push_back(*std::move(warning));
+        }
+      } else {
+        // The tool's total is what such a device can hold; its chiplets
+        // are unknown (0).
+        entry.total_bytes = device.total_bytes;
+        entry.available_bytes = device.total_bytes;
+        entry.chiplets = 0;
+        report.warnings.push_back(absl::StrCat(
+            device.device_node, " is an ", device.name,
+            ", which the spec table does not know; artifacts for it need an "
+            "override of the device DRAM"));
+      }
+      report.devices.push_back(std::move(entry));
+    }
+    return report;
+  }
+
+ private:
+  // The cached probe, or a fresh one when it is older than the TTL.
+  Probe Latest() {
+    absl::MutexLock lock(&mu_);
+    if (cached_.has_value() &&
+        options_.clock() - probed_at_ < options_.cache_ttl) {
+      return *cached_;
+    }
+    Probe fresh = Run();
+    CountProbe(ResultOf(fresh));
+    const std::string summary = Summary(fresh);
+    if (!cached_.has_value() || Summary(*cached_) != summary) {
+      if (fresh.devices.ok() || !fresh.warn) {
+        spdlog::info("device probe: {}", summary);
+      } else {
+        spdlog::warn("device probe failed; using the spec table: {}", summary);
+      }
+    }
+    cached_ = fresh;
+    probed_at_ = options_.clock();
+    return fresh;
+  }
+
+  Probe Run() const {
+    Probe probe;
+    const char* env_path = std::getenv("PATH");
+    const std::string search_path =
+        options_.search_path.value_or(env_path != nullptr ? env_path : "");
+    if (options_.tool.empty()) {
+      for (const char* name : kDefaultTools) {
+        absl::StatusOr<std::string> found =
+            FindExecutableOnPath(name, search_path);
+        if (found.ok()) {
+          probe.tool = *found;
+          break;
+        }
+      }
+      if (probe.tool.empty()) {
+        probe.devices = absl::NotFoundError(absl::StrCat(
+            "neither rbln-smi nor rbln-stat is on PATH (", search_path, ")"));
+        probe.warn = false;
+        return probe;
+      }
+    } else if (options_.tool.find('/') == std::string::npos) {
+      absl::StatusOr<std::string> found =
+          FindExecutableOnPath(options_.tool, search_path);
+      if (!found.ok()) {
+        probe.tool = options_.tool;
+        probe.devices = found.status();
+        return probe;
+      }
+      probe.tool = *found;
+    } else {
+      probe.tool = options_.tool;
+    }
+    absl::StatusOr<std::string> output =
+        RunProcessForOutput({probe.tool}, {.timeout = options_.timeout});
+    if (!output.ok()) {
+      probe.devices = output.status();
+      return probe;
+    }
+    probe.devices = ParseRblnSmi(*output);
+    if (!probe.devices.ok()) {
+      probe.devices = absl::InvalidArgumentError(
+          absl::StrCat("cannot read the output of ", probe.tool, ": ",
+                       probe.devices.status().message()));
+    }
+    return probe;
+  }
+
+  ProbeOptions options_;
+  const std::unique_ptr<DramProvider> spec_table_;
+
+  absl::Mutex mu_;
+  std::optional<Probe> cached_ ABSL_GUARDED_BY(mu_);
+  absl::Time probed_at_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+std::unique_ptr<DramProvider> NewProbeProvider(ProbeOptions options) {
+  return std::make_unique<ProbeProvider>(std::move(options));
+}
+
+}  // namespace rbln

@@ -1,0 +1,121 @@
+// Fit: the largest KV-cache block count whose memory fits a budget
+// (docs/memory-model.md).
+//
+// The memory of an artifact is modelled per (node, chiplet) bucket:
+//   other(b)   = bytes of every allocation that is not a KV tensor, summed over
+//                all containers of the artifact;
+//   kv(b, m)   = sum over the KV tensors (taken from the prefill container,
+//                as all graphs share them) of align_2MiB(per_block * m) for
+//                resizable ones (per_block = bytes / current count) and
+//                align_2MiB(bytes) for fixed ones.
+//   fits(m)   <=> for every bucket: budget - other(b) >= kv(b, m).
+// The result is num_full_blocks when that fits, else the largest m in
+// [1, num_full_blocks - 1] that fits (binary search), else 0; never more than
+// kMaxNumBlocks (core/rbln_config.h), whatever the full count. Because
+// per_block is derived from the current count, the answer does not depend on
+// how often the artifact was resized before.
+//
+// Thread-safe: pure functions.
+#ifndef RBLN_CORE_RESIZE_FIT_H_
+#define RBLN_CORE_RESIZE_FIT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "core/budget.h"
+#include "core/device/device_spec.h"
+#include "core/format/artifact.h"
+
+namespace rbln {
+
+inline constexpr uint64_t kKvAlignment = uint64_t{2} << 20;  // 2 MiB
+
+struct MemoryBucket {
+  uint32_t node = 0;
+  uint32_t chiplet = 0;
+  uint64_t other_bytes = 0;
+  std::vector<uint64_t> kv_per_block;  // one entry per resizable tensor
+  std::vector<uint64_t> kv_fixed;      // one entry per fixed tensor
+
+  // kv(b, m), saturating at UINT64_MAX.
+  uint64_t KvBytes(uint64_t num_blocks) const;
+  // Sum of kv_per_block: the raw bytes one more block costs (before
+  // alignment).
+  uint64_t KvBytesPerBlock() const;
+};
+
+struct MemoryModel {
+  uint32_t num_nodes = 0;
+  uint32_t chiplets_per_node = 0;
+  uint64_t num_full_blocks = 0;
+  std::vector<MemoryBucket> buckets;  // ordered by (node, chiplet)
+};
+
+// Builds the model of `artifact` from its containers' headers.
+MemoryModel BuildMemoryModel(const Artifact& artifact);
+
+// The same from headers: `prefill` supplies the KV tensors, all `headers`
+// (prefill included) the other allocations; resizable bytes are divided by
+// `current_num_blocks` (which must divide them).
+MemoryModel BuildMemoryModel(
+    absl::Span<const v1::ContainerHeader* const> headers,
+    const v1::ContainerHeader& prefill, uint64_t current_num_blocks,
+    uint64_t num_full_blocks);
+
+// The numbers behind a decision, for one bucket at the chosen block count.
+struct BucketFit {
+  uint32_t node = 0;
+  uint32_t chiplet = 0;
+  uint64_t budget_bytes = 0;
+  uint64_t other_bytes = 0;
+  uint64_t kv_bytes = 0;            // kv(b, num_blocks)
+  uint64_t kv_bytes_per_block = 0;  // raw, before alignment
+  int64_t headroom_bytes = 0;       // budget - other - kv (negative: over)
+};
+
+struct FitResult {
+  uint64_t num_blocks = 0;
+  uint64_t num_full_blocks = 0;
+  uint64_t budget_per_chiplet = 0;
+  std::vector<BucketFit> buckets;
+  // Index into buckets of the one that first refuses num_blocks + 1 (the
+  // bucket that decided the result); -1 when num_blocks is the full count.
+  int limiting_bucket = -1;
+};
+
+// True when m blocks fit every bucket under `budget_per_chiplet`.
+bool Fits(const MemoryModel& model, uint64_t budget_per_chiplet,
+          uint64_t num_blocks);
+
+// Fits the model to a per-chiplet budget (the rule in the file comment).
+FitResult FitModel(const MemoryModel& model, uint64_t budget_per_chiplet);
+
+// The per-bucket numbers of `model` at `num_blocks` under a budget.
+std::vector<BucketFit> DescribeBuckets(const MemoryModel& model,
+                                       uint64_t budget_per_chiplet,
+                                       uint64_t num_blocks);
+
+// The memory plan of `artifact` against the whole of `device`: every bucket
+// at the current count, and the largest count that fits 100% of the device.
+struct MemoryPlan {
+  std::vector<BucketFit> buckets;
+  uint64_t max_fitting_num_blocks = 0;
+};
+// FAILED_PRECONDITION when the artifact's chiplets per node differ from the
+// device's.
+absl::StatusOr<MemoryPlan> PlanMemory(const Artifact& artifact,
+                                      const DeviceSpec& device);
+
+// Fits `artifact` to `budget` on `device`. FAILED_PRECONDITION when the
+// artifact's chiplets per node differ from the device's; INVALID_ARGUMENT for
+// a byte budget above the device's available DRAM. A result below the
+// minimum block count is returned as is; callers apply the guards.
+absl::StatusOr<FitResult> FitMemoryBudget(const Artifact& artifact,
+                                          const MemoryBudget& budget,
+                                          const DeviceSpec& device);
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_RESIZE_FIT_H_

@@ -1,0 +1,312 @@
+#include "core/resize/rescale.h"
+
+#include <limits>
+#include <memory>
+#include <utility>
+
+#include "absl/numeric/int128.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/core_metrics.h"
+#include "core/error_facts.h"
+#include "core/status_macros.h"
+
+namespace rbln {
+namespace {
+
+uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
+  return a > std::numeric_limits<uint64_t>::max() - b
+             ? std::numeric_limits<uint64_t>::max()
+             : a + b;
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+}
+
+// Companion directories nest a few levels (tokenizer/, assets/); a deeper
+// tree in an artifact is refused rather than walked.
+constexpr int kMaxCompanionDepth = 32;
+
+// Copies (or links) the companion entry `name` of `from_dir` into `to_dir`,
+// recursing into directories, which are fsynced.
+// `from_dir` is read through `source`, `to_dir` written through `env`; a
+// link needs both to be the same.
+absl::Status CopyCompanion(Env* source, Env* env, const std::string& from_dir,
+                           const std::string& to_dir, const std::string& name,
+                           bool link, CopyOwner owner, int depth = 0) {
+  const std::string from = JoinPath(from_dir, name);
+  const std::string to = JoinPath(to_dir, name);
+  RBLN_ASSIGN_OR_RETURN(FileStat st, source->Stat(from));
+  switch (st.type) {
+    case FileType::kRegular:
+      // A hard link keeps the owner and mode with the inode.
+      if (link && source == env && env->Link(from, to).ok()) {
+        return absl::OkStatus();
+      }
+      return CopyFile(source, from, env, to, owner);
+    case FileType::kDirectory: {
+      if (depth >= kMaxCompanionDepth) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(from, " nests directories deeper than ",
+                         kMaxCompanionDepth, " levels; artifacts do not"));
+      }
+      RBLN_RETURN_IF_ERROR(env->CreateDir(to));
+      RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries,
+                            source->ListDir(from));
+      for (const DirEntry& entry : entries) {
+        RBLN_RETURN_IF_ERROR(CopyCompanion(source, env, from, to, entry.name,
+                                           link, owner, depth + 1));
+      }
+      RBLN_RETURN_IF_ERROR(env->SetOwnership(to, OwnershipOfCopy(st, owner)));
+      return env->SyncDir(to);
+    }
+    default:
+      return absl::FailedPreconditionError(
+          absl::StrCat(from,
+                       " is a symbolic link or special file; artifacts may "
+                       "hold only regular files and directories"));
+  }
+}
+
+}  // namespace
+
+absl::Status WriteCancelled(absl::string_view when) {
+  return absl::CancelledError(absl::StrCat(
+      "the write was cancelled (deadline passed, caller gone or daemon "
+      "stopping) ",
+      when, "; nothing was changed"));
+}
+
+namespace {
+
+absl::StatusOr<v1::ContainerHeader> RescaleHeaderUncounted(
+    const v1::ContainerHeader& header, uint64_t current, uint64_t target,
+    absl::string_view path) {
+  v1::ContainerHeader out = header;
+  for (v1::KvTensor& tensor : *out.mutable_kv_tensors()) {
+    if (!tensor.resizable()) continue;
+    for (v1::Placement& p : *tensor.mutable_placements()) {
+      if (p.bytes() % current != 0) {
+        return absl::DataLossError(absl::StrCat(
+            "corrupt artifact: KV tensor '", tensor.name(), "' in ", path,
+            " holds ", p.bytes(), " bytes on node ", p.node(), " chiplet ",
+            p.chiplet(), ", not a multiple of the current ", current,
+            " blocks"));
+      }
+      const absl::uint128 bytes = absl::uint128(p.bytes() / current) * target;
+      if (bytes > std::numeric_limits<uint64_t>::max()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(target, " blocks is too many: KV tensor '",
+                         tensor.name(), "' would exceed 2^64 bytes"));
+      }
+      p.set_bytes(static_cast<uint64_t>(bytes));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ContainerHeader> RescaleHeader(
+    const v1::ContainerHeader& header, uint64_t current, uint64_t target,
+    absl::string_view path) {
+  absl::StatusOr<v1::ContainerHeader> rescaled =
+      RescaleHeaderUncounted(header, current, target, path);
+  CountCodecCall(CodecOperation::kRescale, rescaled.status());
+  return rescaled;
+}
+
+absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
+                                      const DeviceSpec& device) {
+  const RblnConfig& config = artifact.config();
+  const uint64_t min_blocks = config.NumMinBlocks();
+  // The counts a program needs to choose again (error_facts.h).
+  const auto facts = [&](ErrorReason reason, bool with_min) {
+    ErrorFacts f;
+    f.reason = reason;
+    f.current_num_blocks = artifact.current_num_blocks();
+    if (with_min) f.num_min_blocks = min_blocks;
+    f.num_full_blocks = config.NumFullBlocks();
+    return f;
+  };
+  if (target < min_blocks) {
+    return WithErrorFacts(
+        absl::InvalidArgumentError(absl::StrCat(
+            "kvcache_num_blocks ", target, " is below the minimum ", min_blocks,
+            " for this artifact (",
+            config.attn_impl == "flash_attn"
+                ? absl::StrCat(
+                      "flash_attn: min(max_seq_len / block_size + 1, "
+                      "full blocks) = min(",
+                      config.max_seq_len / config.kvcache_block_size + 1, ", ",
+                      config.NumFullBlocks(), ")")
+                : absl::StrCat("eager: one block per batch entry, batch_size ",
+                               config.batch_size),
+            "); choose at least ", min_blocks)),
+        facts(ErrorReason::kBelowMinBlocks, /*with_min=*/true));
+  }
+
+  if (target > kMaxNumBlocks) {
+    return WithErrorFacts(
+        absl::InvalidArgumentError(absl::StrCat(
+            "kvcache_num_blocks ", target,
+            " is too many: above the hard limit of ", kMaxNumBlocks,
+            " (2^31 - 1) blocks; choose a smaller count")),
+        facts(ErrorReason::kTooManyBlocks, /*with_min=*/false));
+  }
+  // Every byte count that follows must fit: a bucket's total (its other
+  // allocations and the KV cache) is reported as a signed 64-bit headroom.
+  const MemoryModel model = BuildMemoryModel(artifact);
+  for (const MemoryBucket& bucket : model.buckets) {
+    if (SaturatingAdd(bucket.other_bytes, bucket.KvBytes(target)) >
+        static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return WithErrorFacts(
+          absl::InvalidArgumentError(
+              absl::StrCat("kvcache_num_blocks ", target,
+                           " is too many: the memory of node ", bucket.node,
+                           " chiplet ", bucket.chiplet,
+                           " would exceed 2^63 bytes; choose a smaller count")),
+          facts(ErrorReason::kTooManyBlocks, /*with_min=*/false));
+    }
+  }
+
+  ResizePlan plan;
+  plan.current_num_blocks = artifact.current_num_blocks();
+  plan.target_num_blocks = target;
+  for (const ContainerFile& file : artifact.containers()) {
+    RBLN_ASSIGN_OR_RETURN(
+        v1::ContainerHeader header,
+        RescaleHeader(file.container.header, plan.current_num_blocks, target,
+                      JoinPath(artifact.dir(), file.file_name)));
+    plan.new_headers.push_back(std::move(header));
+  }
+  RBLN_ASSIGN_OR_RETURN(
+      plan.new_config_text,
+      RewriteKvcacheNumBlocks(artifact.config_text(), target,
+                              JoinPath(artifact.dir(), kRblnConfigFileName)));
+
+  if (target > artifact.compiled_num_blocks()) {
+    plan.warnings.push_back(absl::StrCat(
+        "kvcache_num_blocks ", target, " is above the compiled count ",
+        artifact.compiled_num_blocks(),
+        "; the runtime must be able to allocate the larger cache"));
+  }
+  if (target > config.NumFullBlocks()) {
+    plan.warnings.push_back(absl::StrCat(
+        "kvcache_num_blocks ", target, " is above the ", config.NumFullBlocks(),
+        " blocks that max_seq_len / block_size * batch_size can use; the "
+        "extra blocks only cost memory"));
+  }
+  if (artifact.chiplets_per_node() == device.chiplets_per_node) {
+    const uint64_t available = device.AvailablePerChiplet();
+    if (!Fits(model, available, target)) {
+      for (const BucketFit& b : DescribeBuckets(model, available, target)) {
+        if (b.headroom_bytes >= 0) continue;
+        plan.warnings.push_back(absl::StrCat(
+            "kvcache_num_blocks ", target, " does not fit the ", device.family,
+            " device: node ", b.node, " chiplet ", b.chiplet, " needs ",
+            HumanBytes(SaturatingAdd(b.other_bytes, b.kv_bytes)),
+            " (other allocations ", HumanBytes(b.other_bytes), " + KV cache ",
+            HumanBytes(b.kv_bytes), ") of ", HumanBytes(available),
+            " available"));
+        break;
+      }
+    }
+  } else {
+    plan.warnings.push_back(absl::StrCat(
+        "cannot check the target against the device: the artifact has ",
+        artifact.chiplets_per_node(), " chiplet(s) per node, the ",
+        device.family, " device ", device.chiplets_per_node));
+  }
+  return plan;
+}
+
+absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
+                                const MemoryBudget& budget,
+                                const DeviceSpec& device) {
+  FitPlan result;
+  RBLN_ASSIGN_OR_RETURN(result.fit, FitMemoryBudget(artifact, budget, device));
+  const uint64_t min_blocks = artifact.config().NumMinBlocks();
+  if (result.fit.num_blocks < min_blocks) {
+    std::string limit;
+    if (result.fit.limiting_bucket >= 0) {
+      const BucketFit& b = result.fit.buckets[result.fit.limiting_bucket];
+      limit = absl::StrCat(" (node ", b.node, " chiplet ", b.chiplet, ": ",
+                           HumanBytes(b.budget_bytes), " budget, ",
+                           HumanBytes(b.other_bytes), " other allocations, ",
+                           HumanBytes(b.kv_bytes_per_block), " per KV block)");
+    }
+    return WithErrorFacts(
+        absl::FailedPreconditionError(absl::StrCat(
+            "memory budget ", budget.ToString(), " fits only ",
+            result.fit.num_blocks, " KV-cache block(s)", limit,
+            ", below the minimum ", min_blocks, "; raise the budget")),
+        {.reason = ErrorReason::kBudgetBelowMin,
+         .current_num_blocks = artifact.current_num_blocks(),
+         .num_min_blocks = min_blocks,
+         .num_full_blocks = artifact.config().NumFullBlocks()});
+  }
+  RBLN_ASSIGN_OR_RETURN(result.plan,
+                        PlanResize(artifact, result.fit.num_blocks, device));
+  return result;
+}
+
+absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
+                                  const ResizePlan& plan,
+                                  const std::string& out_dir,
+                                  const WriteResizedOptions& options) {
+  const std::vector<ContainerFile>& containers = artifact.containers();
+  if (plan.new_headers.size() != containers.size()) {
+    return absl::InvalidArgumentError(
+        "resize plan does not match the artifact's containers");
+  }
+  auto check_cancelled = [&options]() {
+    return options.is_cancelled && options.is_cancelled()
+               ? WriteCancelled("while it was being staged")
+               : absl::OkStatus();
+  };
+  Env* const source = options.source_env != nullptr ? options.source_env : env;
+  // Every file written gets the owner and mode of the one it replaces.
+  auto keep_ownership = [env, source, &options](const std::string& from,
+                                                const std::string& to) {
+    RBLN_ASSIGN_OR_RETURN(FileStat st, source->Stat(from));
+    return env->SetOwnership(to, OwnershipOfCopy(st, options.copy_owner));
+  };
+  for (size_t i = 0; i < containers.size(); ++i) {
+    RBLN_RETURN_IF_ERROR(check_cancelled());
+    const std::string from = JoinPath(artifact.dir(), containers[i].file_name);
+    const std::string to = JoinPath(out_dir, containers[i].file_name);
+    RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> src,
+                          source->NewRandomAccessFile(from));
+    RBLN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out,
+                          env->NewWritableFile(to));
+    RBLN_RETURN_IF_ERROR(WriteContainerWithHeader(*src, containers[i].container,
+                                                  plan.new_headers[i], *out,
+                                                  [&](uint64_t bytes) {
+                                                    if (options.on_copied)
+                                                      options.on_copied(bytes);
+                                                    return check_cancelled();
+                                                  }));
+    RBLN_RETURN_IF_ERROR(out->Sync());
+    RBLN_RETURN_IF_ERROR(out->Close());
+    RBLN_RETURN_IF_ERROR(keep_ownership(from, to));
+  }
+  const std::string config_to = JoinPath(out_dir, kRblnConfigFileName);
+  RBLN_RETURN_IF_ERROR(
+      WriteStringToNewFile(env, config_to, plan.new_config_text));
+  RBLN_RETURN_IF_ERROR(
+      keep_ownership(JoinPath(artifact.dir(), kRblnConfigFileName), config_to));
+  for (const std::string& name : artifact.companion_files()) {
+    RBLN_RETURN_IF_ERROR(check_cancelled());
+    RBLN_RETURN_IF_ERROR(CopyCompanion(source, env, artifact.dir(), out_dir,
+                                       name, options.link_companions,
+                                       options.copy_owner));
+  }
+  // Last, as the directory's own mode may not let anyone add to it.
+  RBLN_RETURN_IF_ERROR(keep_ownership(artifact.dir(), out_dir));
+  RBLN_RETURN_IF_ERROR(env->SyncDir(out_dir));
+  return check_cancelled();
+}
+
+}  // namespace rbln

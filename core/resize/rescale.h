@@ -1,0 +1,104 @@
+// Rescale: planning and writing a KV-cache resize (docs/memory-model.md).
+//
+// A resize from the current count c to a target t changes, in every container,
+// each resizable KV tensor's bytes on each (node, chiplet) to bytes * t / c
+// exactly, and rbln_config.json's kvcache_num_blocks to t. Fixed tensors,
+// other allocations and the payload stay as they are.
+//
+// Planning is pure (no I/O) and applies the guards:
+//   t < num_min_blocks                    error
+//   t > compiled count, t > full count    warning
+//   t does not fit the device's whole available DRAM   warning
+// Writing (WriteResizedArtifact) produces a complete artifact in a directory;
+// making that atomic is the commit engine's job.
+//
+// Thread-safe: no shared state.
+#ifndef RBLN_CORE_RESIZE_RESCALE_H_
+#define RBLN_CORE_RESIZE_RESCALE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/budget.h"
+#include "core/device/device_spec.h"
+#include "core/env.h"
+#include "core/format/artifact.h"
+#include "core/resize/fit.h"
+
+namespace rbln {
+
+struct ResizePlan {
+  uint64_t current_num_blocks = 0;
+  uint64_t target_num_blocks = 0;
+  std::vector<std::string> warnings;
+  // Parallel to Artifact::containers().
+  std::vector<v1::ContainerHeader> new_headers;
+  std::string new_config_text;
+
+  bool is_no_op() const { return current_num_blocks == target_num_blocks; }
+};
+
+// The header with every resizable tensor's bytes scaled from `current` to
+// `target` blocks. DATA_LOSS when a size does not divide by `current`
+// (`path` names the file); INVALID_ARGUMENT when a result overflows 64 bits.
+absl::StatusOr<v1::ContainerHeader> RescaleHeader(
+    const v1::ContainerHeader& header, uint64_t current, uint64_t target,
+    absl::string_view path);
+
+// Plans a resize of `artifact` to `target` blocks. INVALID_ARGUMENT when the
+// target is below the minimum (naming the minimum and why) or overflows;
+// warnings (in the plan) for the soft guards, with the numbers.
+absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
+                                      const DeviceSpec& device);
+
+struct FitPlan {
+  FitResult fit;
+  ResizePlan plan;
+};
+
+// Fits `artifact` to `budget` (FitMemoryBudget) and plans a resize to the
+// result. FAILED_PRECONDITION when fewer than num_min_blocks fit, naming how
+// many fit, the minimum, and the bucket that limits it.
+absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
+                                const MemoryBudget& budget,
+                                const DeviceSpec& device);
+
+// CANCELLED: "the write was cancelled (deadline passed, caller gone or
+// daemon stopping) <when>; nothing was changed". Every cancelled write says
+// it this way, `when` telling at which step.
+absl::Status WriteCancelled(absl::string_view when);
+
+struct WriteResizedOptions {
+  // Reads the artifact's files (a read-only root's Env); null: the Env the
+  // result is written through.
+  Env* source_env = nullptr;
+  // Who the files written belong to (kWriter for a copy out of a read-only
+  // root); their permission bits are the source's.
+  CopyOwner copy_owner = CopyOwner::kSource;
+  // Hard-link companion files instead of copying them (falling back to a
+  // copy where linking fails, e.g. across file systems). Safe because no
+  // file of an artifact is ever modified in place.
+  bool link_companions = false;
+  // Called with the payload bytes of each chunk copied (for progress).
+  std::function<void(uint64_t bytes)> on_copied;
+  // Checked before each file, after each chunk of payload copied, and once
+  // all is written: when it returns true the write stops with CANCELLED.
+  std::function<bool()> is_cancelled;
+};
+
+// Writes the resized artifact into `out_dir`, an existing empty directory:
+// each container with its new header (payload copied inside the kernel),
+// the new rbln_config.json, and every companion file and directory (symbolic
+// links are refused). Everything written, `out_dir` included, is fsynced
+// when this returns OK. On error the caller removes `out_dir`.
+absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
+                                  const ResizePlan& plan,
+                                  const std::string& out_dir,
+                                  const WriteResizedOptions& options = {});
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_RESIZE_RESCALE_H_

@@ -1,0 +1,285 @@
+#include "core/resize/rescale.h"
+
+#include <optional>
+#include <random>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/env.h"
+#include "core/error_facts.h"
+#include "core/testing/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tools/synth.h"
+
+namespace rbln {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+class RescaleTest : public ::testing::Test {
+ protected:
+  // Writes `spec` as an artifact under the temp dir and opens it.
+  Artifact Make(const SynthSpec& spec, const std::string& name = "a") {
+    const std::string dir = tmp_.Join(name);
+    absl::StatusOr<SynthResult> written =
+        WriteSyntheticArtifact(Env::Default(), spec, dir);
+    EXPECT_TRUE(written.ok()) << written.status();
+    return Open(dir);
+  }
+  Artifact Open(const std::string& dir) {
+    absl::StatusOr<Artifact> artifact = Artifact::Open(Env::Default(), dir);
+    EXPECT_TRUE(artifact.ok()) << artifact.status();
+    return *std::move(artifact);
+  }
+  // Plans and writes a resize of `artifact` to `target` into a new dir.
+  Artifact Resize(const Artifact& artifact, uint64_t target,
+                  const std::string& name) {
+    absl::StatusOr<ResizePlan> plan = PlanResize(artifact, target, device_);
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    const std::string out = tmp_.Join(name);
+    EXPECT_TRUE(Env::Default()->CreateDir(out).ok());
+    absl::Status written =
+        WriteResizedArtifact(Env::Default(), artifact, *plan, out);
+    EXPECT_TRUE(written.ok()) << written;
+    return Open(out);
+  }
+  // A hash of a container's payload bytes, read straight from the file.
+  uint64_t PayloadHash(const Artifact& artifact, size_t i) {
+    const std::string bytes = testing::ReadFileOrDie(
+        JoinPath(artifact.dir(), artifact.containers()[i].file_name));
+    const Preamble& p = artifact.containers()[i].container.preamble;
+    return std::hash<std::string>()(
+        bytes.substr(p.payload_offset, p.payload_length));
+  }
+
+  testing::TempDir tmp_;
+  DeviceSpec device_ = *LookupDeviceSpec("RBLN-CA12");
+};
+
+TEST_F(RescaleTest, BytesBecomePerBlockTimesTargetAndPayloadIsIdentical) {
+  SynthSpec spec;  // tiny: 64 KiB per tensor per block, 16 blocks compiled
+  spec.sliding_window_layers = {1};
+  spec.sliding_window = 512;
+  const Artifact before = Make(spec);
+  ASSERT_EQ(before.current_num_blocks(), 16u);
+  const Artifact after = Resize(before, 11, "b");
+  EXPECT_EQ(after.current_num_blocks(), 11u);
+  EXPECT_EQ(after.compiled_num_blocks(), 16u);
+  ASSERT_EQ(after.containers().size(), before.containers().size());
+  for (size_t i = 0; i < after.containers().size(); ++i) {
+    const v1::ContainerHeader& old_h = before.containers()[i].container.header;
+    const v1::ContainerHeader& new_h = after.containers()[i].container.header;
+    ASSERT_EQ(new_h.kv_tensors_size(), old_h.kv_tensors_size());
+    for (int t = 0; t < new_h.kv_tensors_size(); ++t) {
+      const v1::KvTensor& nt = new_h.kv_tensors(t);
+      for (int p = 0; p < nt.placements_size(); ++p) {
+        const uint64_t bytes = nt.placements(p).bytes();
+        if (nt.resizable()) {
+          EXPECT_EQ(bytes, uint64_t{64 << 10} * 11) << nt.name();
+        } else {
+          EXPECT_EQ(bytes, old_h.kv_tensors(t).placements(p).bytes());
+          EXPECT_EQ(bytes, uint64_t{2} * 512 * 64 * 2 * 2);  // heads*W*hd*2*B
+        }
+      }
+    }
+    // Everything but the KV tensors (allocations, segments, ...) is kept.
+    v1::ContainerHeader old_rest = old_h;
+    v1::ContainerHeader new_rest = new_h;
+    old_rest.clear_kv_tensors();
+    new_rest.clear_kv_tensors();
+    EXPECT_EQ(new_rest.SerializeAsString(), old_rest.SerializeAsString());
+    EXPECT_EQ(PayloadHash(after, i), PayloadHash(before, i));
+  }
+  absl::StatusOr<Artifact> verified =
+      Artifact::Open(Env::Default(), after.dir(), {.verify_payload = true});
+  EXPECT_TRUE(verified.ok()) << verified.status();
+}
+
+TEST_F(RescaleTest, ConfigChangesOnlyTheCount) {
+  const Artifact before = Make(SynthSpec{});
+  const Artifact after = Resize(before, 12, "b");
+  std::string expected = before.config_text();
+  const std::string from = "\"kvcache_num_blocks\": 16";
+  const size_t at = expected.find(from);
+  ASSERT_NE(at, std::string::npos);
+  expected.replace(at, from.size(), "\"kvcache_num_blocks\": 12");
+  EXPECT_EQ(after.config_text(), expected);
+}
+
+TEST_F(RescaleTest, CompanionFilesAreCopiedUnchanged) {
+  const Artifact before = Make(SynthSpec{});
+  const Artifact after = Resize(before, 9, "b");
+  EXPECT_EQ(after.companion_files(), before.companion_files());
+  for (const std::string& name : before.companion_files()) {
+    EXPECT_EQ(testing::HashFile(JoinPath(after.dir(), name)),
+              testing::HashFile(JoinPath(before.dir(), name)))
+        << name;
+  }
+}
+
+TEST_F(RescaleTest, BelowMinimumIsInvalidArgument) {
+  const Artifact a = Make(SynthSpec{});  // flash_attn: min(2048/256+1, 16)
+  absl::StatusOr<ResizePlan> plan = PlanResize(a, 8, device_);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(plan.status().message(), HasSubstr("minimum 9"));
+  // The same facts for programs (error_facts.h); the store names the
+  // artifact.
+  std::optional<ErrorFacts> facts = GetErrorFacts(plan.status());
+  ASSERT_TRUE(facts.has_value());
+  EXPECT_EQ(facts->reason, ErrorReason::kBelowMinBlocks);
+  EXPECT_EQ(facts->num_min_blocks, std::optional<uint64_t>(9));
+  EXPECT_EQ(facts->num_full_blocks, std::optional<uint64_t>(16));
+  EXPECT_EQ(facts->current_num_blocks,
+            std::optional<uint64_t>(a.current_num_blocks()));
+  EXPECT_EQ(facts->artifact, "");
+  EXPECT_TRUE(PlanResize(a, 9, device_).ok());
+
+  SynthSpec eager;
+  eager.attn_impl = "eager";
+  eager.block_size = eager.max_seq_len;
+  eager.batch_size = 4;
+  const Artifact e = Make(eager, "eager");
+  plan = PlanResize(e, 3, device_);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(plan.status().message(), HasSubstr("batch_size 4"));
+  EXPECT_TRUE(PlanResize(e, 4, device_).ok());
+}
+
+TEST_F(RescaleTest, WarningsAboveCompiledAndFullCounts) {
+  SynthSpec spec;
+  spec.kvcache_num_blocks = 10;  // compiled below the full 16
+  const Artifact a = Make(spec);
+  absl::StatusOr<ResizePlan> plan = PlanResize(a, 12, device_);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->warnings.size(), 1u);
+  EXPECT_THAT(plan->warnings[0], HasSubstr("above the compiled count 10"));
+
+  plan = PlanResize(a, 17, device_);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->warnings.size(), 2u);
+  EXPECT_THAT(plan->warnings[1], HasSubstr("above the 16 blocks"));
+
+  plan = PlanResize(a, 10, device_);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->warnings.empty());
+  EXPECT_TRUE(plan->is_no_op());
+}
+
+TEST_F(RescaleTest, WarningWhenTheTargetDoesNotFitTheDevice) {
+  const Artifact a = Make(SynthSpec{});
+  // 4 tensors x align(64 KiB * 100000) = 4 x 6250 MiB: more than 15.7 GiB.
+  absl::StatusOr<ResizePlan> plan = PlanResize(a, 100000, device_);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->warnings.size(), 3u);
+  EXPECT_THAT(plan->warnings[2], HasSubstr("does not fit the RBLN-CA device"));
+  EXPECT_THAT(plan->warnings[2], HasSubstr("15.72 GiB available"));
+}
+
+TEST_F(RescaleTest, OverflowingTargetIsRefused) {
+  const Artifact a = Make(SynthSpec{});
+  absl::StatusOr<ResizePlan> plan = PlanResize(a, uint64_t{1} << 50, device_);
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(plan.status().message(), HasSubstr("too many"));
+}
+
+TEST_F(RescaleTest, RescaleHeaderRefusesIndivisibleBytes) {
+  v1::ContainerHeader h;
+  v1::KvTensor* t = h.add_kv_tensors();
+  t->set_name("k");
+  t->set_resizable(true);
+  t->add_placements()->set_bytes(100);
+  absl::StatusOr<v1::ContainerHeader> out = RescaleHeader(h, 7, 3, "x.rbln");
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(out.status().message(), HasSubstr("x.rbln"));
+  out = RescaleHeader(h, 5, 3, "x.rbln");
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->kv_tensors(0).placements(0).bytes(), 60u);
+}
+
+TEST_F(RescaleTest, FitBelowMinimumNamesTheCounts) {
+  const Artifact a = Make(SynthSpec{});
+  // tiny: other 162 MiB; 4 tensors of 64 KiB per block each round up to
+  // 2 MiB: 169 MiB leaves 7 MiB, less than the 8 MiB any count needs.
+  absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse("169MiB");
+  ASSERT_TRUE(budget.ok());
+  absl::StatusOr<FitPlan> fit = PlanFit(a, *budget, device_);
+  EXPECT_EQ(fit.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(fit.status().message(), HasSubstr("fits only 0"));
+  EXPECT_THAT(fit.status().message(), HasSubstr("minimum 9"));
+
+  budget = MemoryBudget::Parse("170MiB");
+  ASSERT_TRUE(budget.ok());
+  fit = PlanFit(a, *budget, device_);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  EXPECT_EQ(fit->fit.num_blocks, 16u);
+  EXPECT_EQ(fit->plan.target_num_blocks, 16u);
+  EXPECT_EQ(fit->fit.buckets[0].headroom_bytes, 0);
+}
+
+// The fit must not depend on the count the artifact currently has: resize
+// random artifacts to random counts and fit again at random budgets.
+TEST_F(RescaleTest, FitIsInvariantUnderResizing) {
+  std::mt19937_64 rng(20261129);
+  auto pick = [&rng](uint64_t lo, uint64_t hi) {
+    return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
+  };
+  int rounds_run = 0;
+  for (int round = 0; round < 16; ++round) {
+    SynthSpec spec;
+    spec.npu = pick(0, 1) ? "RBLN-CA12" : "RBLN-CR13";
+    spec.num_devices = static_cast<uint32_t>(pick(1, 4));
+    spec.num_kv_heads = spec.num_devices * static_cast<uint32_t>(pick(1, 4));
+    spec.num_layers = static_cast<uint32_t>(pick(2, 12));
+    spec.head_dim = 64 * static_cast<uint32_t>(pick(1, 4));
+    spec.dtype = pick(0, 1) ? "float16" : "float32";
+    spec.block_size = 128 << pick(0, 5);
+    spec.max_seq_len = spec.block_size * pick(1, 16);
+    spec.batch_size = pick(1, 8);
+    spec.attn_impl = pick(0, 3) ? "flash_attn" : "eager";
+    spec.decoder_batch_sizes = {spec.batch_size};
+    if (spec.batch_size > 1) spec.decoder_batch_sizes.push_back(1);
+    if (pick(0, 1)) spec.sliding_window_layers = {0};
+    spec.weight_bytes = pick(1, 8) << 30;
+    spec.payload_bytes = pick(0, 64) << 10;
+    const DeviceSpec device = *LookupDeviceSpec(spec.npu);
+    const std::string name = absl::StrCat("r", round);
+    absl::StatusOr<SynthResult> written =
+        WriteSyntheticArtifact(Env::Default(), spec, tmp_.Join(name));
+    // A draw too big for its device is refused by the generator; skip it.
+    if (absl::IsFailedPrecondition(written.status())) continue;
+    ASSERT_TRUE(written.ok()) << written.status();
+    ++rounds_run;
+    const Artifact original = Open(tmp_.Join(name));
+    const uint64_t min = original.config().NumMinBlocks();
+    const uint64_t full = original.config().NumFullBlocks();
+
+    const uint64_t target = pick(min, full + 3);
+    absl::StatusOr<ResizePlan> plan = PlanResize(original, target, device);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const std::string out = tmp_.Join(name + "-resized");
+    ASSERT_TRUE(Env::Default()->CreateDir(out).ok());
+    ASSERT_TRUE(
+        WriteResizedArtifact(Env::Default(), original, *plan, out).ok());
+    const Artifact resized = Open(out);
+    ASSERT_EQ(resized.current_num_blocks(), target);
+
+    for (int b = 0; b < 8; ++b) {
+      const MemoryBudget budget =
+          b % 2 ? MemoryBudget::Fraction(pick(1, 1000), 1000)
+                : MemoryBudget::Bytes(pick(1, device.AvailablePerNode()));
+      absl::StatusOr<FitResult> a = FitMemoryBudget(original, budget, device);
+      absl::StatusOr<FitResult> r = FitMemoryBudget(resized, budget, device);
+      ASSERT_TRUE(a.ok() && r.ok());
+      EXPECT_EQ(a->num_blocks, r->num_blocks)
+          << "round " << round << " budget " << budget.ToString();
+      EXPECT_EQ(a->buckets[0].kv_bytes, r->buckets[0].kv_bytes);
+    }
+  }
+  EXPECT_GE(rounds_run, 8);
+}
+
+}  // namespace
+}  // namespace rbln

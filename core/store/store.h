@@ -1,0 +1,342 @@
+// ArtifactStore: a directory tree of artifacts, and the commit engine that
+// changes them safely (docs/commit-protocol.md; the protocol is described for
+// operators in docs/commit-protocol.md).
+//
+// * Stage then rename. An in-place resize builds the new version in a sibling
+//   `.<name>.staging-<16 hex>` (unchanged files hard-linked, each container
+//   rewritten with its payload cloned inside the kernel, everything fsynced),
+//   swaps it with the artifact by renameat2(RENAME_EXCHANGE), fsyncs the
+//   parent, and deletes the old tree. A resize into an output directory
+//   stages a full copy beside the destination and publishes it with
+//   renameat2(RENAME_NOREPLACE) (or, when replacing, an exchange).
+// * Crash safety. At every instant the artifact path holds the complete old
+//   or the complete new version. Opening a store removes staging debris that
+//   a crash left, recognised by name (so a directory that someone renames to
+//   a staging name is removed too: docs/security.md, "Known limits").
+// * Locks. Per artifact: writers exclude each other (in process, and across
+//   processes by an flock in the state directory); readers share and only
+//   wait for the instant of an exchange. A store is opened by one process at
+//   a time (the LOCK file in the state directory). Writers on different
+//   artifacts never wait for each other.
+//
+// Names: an artifact is named by its path relative to the store root ("a",
+// "team/llama") or by an absolute path inside the store, canonicalised by
+// CanonicalArtifactName (core/artifact_name.h). Every file-system call goes
+// through an Env confined to the root (core/env.h), so a symbolic link
+// anywhere on the path, or swapped in while a write runs, fails the call
+// (PERMISSION_DENIED) and nothing outside the root is read or written.
+//
+// Lock files: a writer's cross-process flock is on a file in the state
+// directory that exists only while the write holds it (created for an
+// existing artifact or an output directory about to be created, removed
+// before unlocking; see docs/commit-protocol.md), so the state directory
+// stays bounded whatever names callers send.
+//
+// Thread-safe: all methods may be called concurrently.
+#ifndef RBLN_CORE_STORE_STORE_H_
+#define RBLN_CORE_STORE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "core/budget.h"
+#include "core/device/device_spec.h"
+#include "core/device/dram.h"
+#include "core/env.h"
+#include "core/format/artifact.h"
+#include "core/resize/fit.h"
+#include "core/resize/rescale.h"
+#include "core/store/artifact_name.h"
+
+namespace rbln {
+
+// The state directory under the store root (locks); never an artifact.
+inline constexpr char kStateDirName[] = ".rbln-artifactd";
+
+// Which device figures apply to an artifact (by default the spec table's
+// entry for the artifact's target NPU).
+using DeviceResolver =
+    std::function<absl::StatusOr<DramChoice>(const Artifact& artifact)>;
+
+// A directory of existing artifacts that the store reads, and copies from
+// into the store, but never changes (`--read-only-root [NAME=]DIR`).
+struct ReadOnlyRootSpec {
+  std::string name;  // artifacts in it are "NAME:path"
+  std::string dir;
+};
+
+// Parses "[NAME=]DIR"; the name defaults to DIR's last component.
+// INVALID_ARGUMENT when DIR is empty or the name is not a valid root name
+// (core/artifact_name.h).
+absl::StatusOr<ReadOnlyRootSpec> ParseReadOnlyRoot(absl::string_view text);
+
+struct StoreOptions {
+  DeviceResolver device_resolver;  // empty: the spec table
+  // Read-only roots: symbolic links inside them are followed when they
+  // resolve beneath the same root (a Hugging Face cache links snapshot files
+  // into its blob directory); nothing is ever written inside one, and the
+  // lock files of their artifacts live in the store's state directory.
+  std::vector<ReadOnlyRootSpec> read_only_roots;
+  // Wait for a conflicting cross-process artifact lock (a maintenance tool)
+  // instead of failing with UNAVAILABLE. The wait ends when the write is
+  // cancelled.
+  bool wait_for_artifact_locks = true;
+};
+
+// Below this many payload bytes in all, a write checks every payload
+// segment's checksum even when not asked to (it reads the bytes once more,
+// which costs little at that size); larger payloads are cloned by the
+// kernel unread unless WriteRequest::verify is set.
+inline constexpr uint64_t kCheapVerifyBytes = uint64_t{64} << 20;
+
+struct WriteRequest {
+  std::string name;
+  // Exactly one of target (Set) and budget (Fit).
+  std::optional<uint64_t> target;
+  std::optional<MemoryBudget> budget;
+  // Empty: in place. Else a new artifact written there (named as `name` is).
+  std::string output_name;
+  bool replace = false;  // allow an existing output directory to be replaced
+  bool dry_run = false;  // plan and report; write nothing
+  // Compare-and-set: ABORTED unless the current count is this.
+  std::optional<uint64_t> expected_current;
+  // Check every payload segment's checksum before copying it (DATA_LOSS on
+  // a mismatch), whatever the payload's size (see kCheapVerifyBytes).
+  bool verify = false;
+  // Called from the writing thread as payload bytes are copied.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+  // Called from the writing thread with true when the write starts waiting
+  // for another writer of one of its artifacts (in this process, or another
+  // process's lock), and with false when that wait ends (the lock is taken,
+  // or the write gives up).
+  std::function<void(bool waiting)> waiting;
+  // Polled while waiting for a lock, once the locks are held, between files
+  // and just before the commit point; when it returns true the write stops
+  // with CANCELLED, changing nothing (the caller's deadline passed, or the
+  // daemon is shutting down).
+  std::function<bool()> is_cancelled;
+};
+
+// A root of names: the store, or a read-only root.
+struct StoreRootInfo {
+  std::string name;  // "" for the store
+  std::string dir;   // resolved
+  bool read_only = false;
+};
+
+// What List found and what it passed over.
+struct StoreListing {
+  std::vector<std::string> names;  // canonical names, sorted per root
+  struct Skipped {
+    std::string name;  // canonical name of the entry
+    std::string reason;
+  };
+  std::vector<Skipped> skipped;
+};
+
+struct WriteResult {
+  std::string name;         // canonical name of the source
+  std::string output_name;  // canonical name written ("" when in place)
+  uint64_t previous_num_blocks = 0;
+  uint64_t new_num_blocks = 0;
+  bool written = false;  // false for dry runs and in-place no-ops
+  std::vector<std::string> warnings;
+  std::optional<FitResult> fit;  // for budget requests
+  std::string dram_source;       // where the device figures came from
+};
+
+class ArtifactStore {
+ public:
+  // Opens the store at `root` (an existing directory): checks that the state
+  // directory belongs to this process's user and no one else may write it,
+  // takes the store LOCK (FAILED_PRECONDITION naming the holder's pid when
+  // another process has it), removes lock files nobody holds, then removes
+  // staging debris under the root (see recovered()).
+  // `env` must be confined to the root (NewConfinedEnv, or a wrapper of
+  // one): FAILED_PRECONDITION otherwise.
+  static absl::StatusOr<std::unique_ptr<ArtifactStore>> Open(
+      Env* env, const std::string& root, StoreOptions options = {});
+  // The same with an Env of its own, confined to `root`.
+  static absl::StatusOr<std::unique_ptr<ArtifactStore>> Open(
+      const std::string& root, StoreOptions options = {});
+  ~ArtifactStore();
+
+  ArtifactStore(const ArtifactStore&) = delete;
+  ArtifactStore& operator=(const ArtifactStore&) = delete;
+
+  const std::string& root() const { return root_; }
+  // Store-relative paths of the staging directories removed at open.
+  const std::vector<std::string>& recovered() const { return recovered_; }
+
+  // The store first, then the read-only roots in the order given.
+  std::vector<StoreRootInfo> roots() const;
+
+  // The canonical name for `name` ("team/llama" in the store, "NAME:path"
+  // in a read-only root), checked as the file comment says. Does not
+  // require the artifact to exist.
+  absl::StatusOr<std::string> CanonicalName(absl::string_view name) const;
+  // The absolute path of a canonical name in the store.
+  std::string PathOf(absl::string_view canonical_name) const;
+
+  // Who owns each directory on the way to the artifact `name`, and its
+  // mode: its root (the store or a read-only root), every directory below,
+  // and last the artifact's own directory (each the directory itself,
+  // never a link: in a read-only root, what a link leads to).
+  absl::StatusOr<std::vector<FileStat>> StatArtifactPath(
+      absl::string_view name) const;
+
+  // Opens an artifact for reading (a consistent snapshot).
+  absl::StatusOr<Artifact> Read(absl::string_view name,
+                                const ArtifactOptions& options = {});
+
+  // Set or Fit, in place or into an output directory (see WriteRequest).
+  absl::StatusOr<WriteResult> Write(const WriteRequest& request);
+
+  // Canonical names of every artifact (a directory holding
+  // rbln_config.json) under the store root, sorted; hidden entries are
+  // skipped.
+  absl::StatusOr<std::vector<std::string>> List();
+  // The same for the store and every read-only root, with what was passed
+  // over and why (a symbolic link in the store, one leading outside its
+  // read-only root, an unreadable or too deep directory).
+  absl::StatusOr<StoreListing> ListAll();
+
+  // The device figures that apply to `artifact`.
+  absl::StatusOr<DramChoice> DeviceFor(const Artifact& artifact) const;
+
+ private:
+  struct LockEntry;
+  class ArtifactLock;
+  class WriterLease;
+
+  // Where a name resolved: roots_[root] at `rel`.
+  struct Located {
+    size_t root = 0;
+    std::string rel;
+    std::string name;  // canonical (qualified) name
+    std::string path;  // absolute
+    Env* env = nullptr;
+    bool read_only = false;
+  };
+  // A read-only root: its names and its own Env.
+  struct ReadOnlyRoot {
+    std::unique_ptr<Env> env;
+  };
+
+  ArtifactStore(Env* env, std::string root, StoreOptions options);
+  absl::Status OpenReadOnlyRoots();
+  absl::StatusOr<Located> Locate(absl::string_view name) const;
+  Located LocateRel(size_t root, std::string rel) const;
+  std::shared_ptr<LockEntry> Entry(const std::string& canonical_name);
+  std::string LockFilePath(const std::string& canonical_name) const;
+  // INVALID_ARGUMENT when a proper ancestor of the name is an artifact.
+  absl::Status CheckNotInsideArtifact(const std::string& canonical_name);
+  // Visits the store's directories, from the root down (at most
+  // kMaxStoreDepth deep): `visit` gets a directory's store-relative name and
+  // entries and returns the child directories to look into. A directory
+  // below the root that cannot be read is logged and skipped.
+  using StoreVisitor = std::function<std::vector<std::string>(
+      const std::string& rel, const std::vector<DirEntry>& entries)>;
+  absl::Status WalkStore(const StoreVisitor& visit);
+  // The same for any root; what it skips is added to `skipped` (when not
+  // null) besides being logged.
+  absl::Status WalkRoot(size_t root, const StoreVisitor& visit,
+                        std::vector<StoreListing::Skipped>* skipped);
+  // The artifacts of roots_[root], appended to `listing`.
+  absl::Status ListRoot(size_t root, StoreListing* listing);
+  absl::Status RemoveDebris();
+  // Removes the lock files in `dir` that nobody holds (left by a writer
+  // that was killed), as their holder would have.
+  void RemoveStaleLockFiles(const std::string& dir);
+  // Reads the request against `artifact` (compare-and-set, device, guards,
+  // output checks) into `result`; returns the resize to make.
+  absl::StatusOr<ResizePlan> Plan(const WriteRequest& request,
+                                  const std::string& name,
+                                  const std::string& output_name,
+                                  const Artifact& artifact,
+                                  WriteResult* result);
+  // Checks the payload checksums of `artifact` before a write copies it:
+  // always when `requested`, else when that is cheap (kCheapVerifyBytes).
+  // When the payload is not checked, says so in `warnings`.
+  absl::Status VerifyBeforeCopy(Env* env, const Artifact& artifact,
+                                bool requested,
+                                std::vector<std::string>* warnings);
+  absl::StatusOr<WriteResult> WriteLocked(const WriteRequest& request,
+                                          const Located& source,
+                                          const std::string& output_name);
+  // Writes the resized artifact into `staging` (created here); on error
+  // removes it. `what` names the result in a disk-full message.
+  absl::Status Stage(const Artifact& artifact, const ResizePlan& plan,
+                     const std::string& staging, const std::string& what,
+                     const WriteResizedOptions& write_options);
+  // The commits append warnings (e.g. a failed fsync after the commit
+  // point) to `warnings`.
+  absl::Status CommitInPlace(const Artifact& artifact, const ResizePlan& plan,
+                             const std::string& name,
+                             const WriteResizedOptions& write_options,
+                             std::vector<std::string>* warnings);
+  // Whether the output exists (and may be replaced); the errors a real
+  // write would give for it (parent missing, exists without replace, not
+  // replaceable).
+  // Returns the existing destination (to be replaced), or nullopt.
+  absl::StatusOr<std::optional<FileStat>> CheckOutput(
+      const std::string& output_name, bool replace);
+  absl::Status CommitToOutput(const Artifact& artifact, const ResizePlan& plan,
+                              const std::string& output_name, bool replace,
+                              const WriteResizedOptions& write_options,
+                              std::vector<std::string>* warnings);
+  // Swaps `staging` in at `name`, holding the artifact's reader lock
+  // exclusively for that instant (CANCELLED, changing nothing, when
+  // `is_cancelled` says so while readers hold it). What comes out must be
+  // `expected` (by device and inode), the directory the write read or
+  // checked; one that someone put there meanwhile is swapped back: ABORTED,
+  // nothing changed, or INTERNAL with `*staging_is_theirs` set when swapping
+  // back failed (their tree is then at `staging` and must not be removed).
+  absl::Status Exchange(const std::string& name, const std::string& staging,
+                        const FileStat& expected,
+                        const std::function<bool()>& is_cancelled,
+                        bool* staging_is_theirs);
+
+  std::unique_ptr<Env> owned_env_;  // when opened without an Env
+  Env* const env_;
+  const std::string root_;  // resolved (realpath)
+  std::string given_root_;  // as given, when it differs
+  const StoreOptions options_;
+  // names_[0] is the store; names_[i] (i > 0) the read-only root whose Env
+  // is read_only_[i - 1].env.
+  std::vector<NamedRoot> names_;
+  std::vector<ReadOnlyRoot> read_only_;
+  const std::unique_ptr<DramProvider> spec_table_;
+  std::unique_ptr<FileLock> store_lock_;
+  std::vector<std::string> recovered_;
+
+  absl::Mutex mu_;
+  // Live lock entries by canonical name; an entry is dropped when the last
+  // user releases it.
+  absl::flat_hash_map<std::string, std::weak_ptr<LockEntry>> entries_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// The file whose exclusive flock a writer of `canonical_name` holds, in the
+// store's state directory. A maintenance tool that changes an artifact
+// directly takes the same lock to keep the daemon out.
+std::string ArtifactLockPath(absl::string_view store_root,
+                             absl::string_view canonical_name);
+
+// Staging names: `.<name>.staging-<16 lowercase hex digits>`.
+std::string StagingNameFor(absl::string_view name);
+// The artifact name a staging entry belongs to, or nullopt when `entry` is
+// not exactly a staging name.
+std::optional<std::string> StagedArtifactName(absl::string_view entry);
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_STORE_STORE_H_
