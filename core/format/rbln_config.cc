@@ -18,6 +18,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/status_macros.h"
 #include "core/text.h"
 
@@ -152,14 +153,17 @@ absl::StatusOr<T> GetRequired(const Value& obj, absl::string_view parent,
   return get(it->value, field, path);
 }
 
-// Member `key` of `obj` read by `get`; nullopt when absent or null.
+// Member `key` of `obj` (labelled `parent.key`) read by `get`; nullopt when
+// absent or null.
 template <typename T>
-absl::StatusOr<std::optional<T>> GetOptional(const Value& obj, const char* key,
+absl::StatusOr<std::optional<T>> GetOptional(const Value& obj,
+                                             absl::string_view parent,
+                                             const char* key,
                                              absl::string_view path,
                                              Getter<T> get) {
   const Value* value = FindNonNull(obj, key);
   if (value == nullptr) return std::optional<T>();
-  RBLN_ASSIGN_OR_RETURN(T result, get(*value, key, path));
+  RBLN_ASSIGN_OR_RETURN(T result, get(*value, MemberLabel(parent, key), path));
   return std::optional<T>(std::move(result));
 }
 
@@ -197,12 +201,16 @@ absl::StatusOr<KvcacheMeta> GetKvcacheMeta(const Value& value,
       GetRequired(value, field, "layer_index", path, GetInteger));
   RBLN_ASSIGN_OR_RETURN(meta.shape,
                         GetRequired(value, field, "shape", path, GetShape));
-  RBLN_ASSIGN_OR_RETURN(meta.layer_type, GetRequired(value, field, "layer_type",
-                                                     path, GetString));
+  RBLN_ASSIGN_OR_RETURN(
+      std::optional<std::string> layer_type,
+      GetOptional(value, field, "layer_type", path, GetString));
+  meta.layer_type = layer_type.value_or("");
   RBLN_ASSIGN_OR_RETURN(meta.is_auto,
                         GetRequired(value, field, "is_auto", path, GetBool));
   RBLN_ASSIGN_OR_RETURN(meta.dtype,
                         GetRequired(value, field, "dtype", path, GetString));
+  RBLN_ASSIGN_OR_RETURN(meta.can_resize,
+                        GetOptional(value, field, "can_resize", path, GetBool));
   return meta;
 }
 
@@ -249,22 +257,47 @@ absl::StatusOr<std::optional<T>> Agree(const std::vector<Candidate>& candidates,
   return agreed;
 }
 
-// Resolves a setting from the top level (`keys` in order, which must agree),
-// else from the `_compile_cfgs` entries (which must agree).
+// An object that may settle num_devices and npu: the decoder's, and for a
+// submodule then the parent's. `label` prefixes its fields in messages.
+struct SettingScope {
+  const Value* object;
+  std::string label;
+  std::vector<const Value*> compile_cfgs;
+};
+
+absl::StatusOr<SettingScope> MakeSettingScope(const Value& object,
+                                              std::string label,
+                                              absl::string_view path) {
+  const std::string field = MemberLabel(label, "_compile_cfgs");
+  RBLN_ASSIGN_OR_RETURN(
+      std::vector<const Value*> compile_cfgs,
+      GetArray<const Value*>(FindNonNull(object, "_compile_cfgs"), field, path,
+                             GetObject));
+  return SettingScope{&object, std::move(label), std::move(compile_cfgs)};
+}
+
+// Resolves a setting from the first scope that has it: in each, its own
+// members (`keys` in order, which must agree), else its `_compile_cfgs`
+// entries (which must agree).
 template <typename T>
 absl::StatusOr<std::optional<T>> ResolveSetting(
-    const Value& root, const std::vector<const Value*>& compile_cfgs,
+    const std::vector<SettingScope>& scopes,
     std::initializer_list<const char*> keys, absl::string_view path,
     Getter<T> get) {
-  std::vector<Candidate> top;
-  AddCandidates(root, "", keys, &top);
-  if (!top.empty()) return Agree(top, path, get);
-  std::vector<Candidate> nested;
-  for (size_t i = 0; i < compile_cfgs.size(); ++i) {
-    AddCandidates(*compile_cfgs[i], absl::StrCat("_compile_cfgs[", i, "]"),
-                  keys, &nested);
+  for (const SettingScope& scope : scopes) {
+    std::vector<Candidate> own;
+    AddCandidates(*scope.object, scope.label, keys, &own);
+    if (!own.empty()) return Agree(own, path, get);
+    std::vector<Candidate> nested;
+    for (size_t i = 0; i < scope.compile_cfgs.size(); ++i) {
+      AddCandidates(
+          *scope.compile_cfgs[i],
+          MemberLabel(scope.label, absl::StrCat("_compile_cfgs[", i, "]")),
+          keys, &nested);
+    }
+    if (!nested.empty()) return Agree(nested, path, get);
   }
-  return Agree(nested, path, get);
+  return std::optional<T>();
 }
 
 // "(offset N, line L, column C)" of byte `offset` of `json`.
@@ -380,51 +413,124 @@ absl::Status ParseJsonObject(absl::string_view json, absl::string_view path,
   return absl::OkStatus();
 }
 
-// Rejects configs whose kvcache_num_blocks we cannot address at the top
-// level: legacy ones and multimodal ones that keep the decoder in a submodule.
-absl::Status CheckDecoderAtTopLevel(const Value& root, absl::string_view path) {
+// The longest file name Linux takes (NAME_MAX).
+constexpr size_t kMaxSubmoduleNameBytes = 255;
+
+// The submodule's key becomes a directory the daemon opens beneath the
+// artifact's, so it must be one plain name: never a way up or across.
+absl::Status CheckSubmoduleName(absl::string_view name,
+                                absl::string_view path) {
+  absl::string_view why;
+  if (name.empty()) {
+    why = "is empty";
+  } else if (name == "." || name == "..") {
+    why = "is a relative directory reference";
+  } else if (name.find_first_of(absl::string_view("/\\\0", 3)) !=
+             absl::string_view::npos) {
+    why = "holds '/', '\\' or NUL";
+  } else if (name.size() > kMaxSubmoduleNameBytes) {
+    why = "is longer than 255 bytes";
+  } else {
+    return absl::OkStatus();
+  }
+  return FieldError(
+      Echo(name), path,
+      absl::StrCat("this submodule key holds ", kNumBlocksKey, " but ", why,
+                   "; it names the subfolder holding the submodule's files, "
+                   "so it must be one plain directory name as optimum-rbln "
+                   "writes (e.g. \"language_model\"); fix the key or "
+                   "re-export the model"));
+}
+
+// Where the decoder's settings are: the top level or one submodule.
+struct Decoder {
+  const Value* object;
+  std::string submodule;  // "" at the top level
+};
+
+// Finds the object holding kvcache_num_blocks, refusing legacy configs,
+// more than one decoder, and a submodule key that is not a plain name.
+absl::StatusOr<Decoder> FindDecoder(const Value& root, absl::string_view path) {
   if (root.HasMember("_meta")) {
     return FieldError(
         "_meta", path,
         "legacy rbln_config.json from an old optimum-rbln; re-export "
         "(recompile) the model with a current optimum-rbln");
   }
-  if (root.HasMember(kNumBlocksKey)) return absl::OkStatus();
+  if (root.HasMember(kNumBlocksKey)) return Decoder{&root, ""};
+  std::vector<std::pair<std::string, const Value*>> found;
   for (const auto& member : root.GetObject()) {
     if (member.value.IsObject() && member.value.HasMember(kNumBlocksKey)) {
-      return absl::UnimplementedError(
-          absl::StrCat("field '", kNumBlocksKey, "' in ", path,
-                       ": artifact keeps its decoder under submodule '",
-                       absl::string_view(member.name.GetString(),
-                                         member.name.GetStringLength()),
-                       "'; submodules are not supported yet"));
+      found.emplace_back(
+          std::string(member.name.GetString(), member.name.GetStringLength()),
+          &member.value);
     }
   }
-  return FieldError(kNumBlocksKey, path, "missing");
+  if (found.empty()) return FieldError(kNumBlocksKey, path, "missing");
+  if (found.size() > 1) {
+    std::vector<std::string> names;
+    for (const auto& [name, value] : found) {
+      names.push_back(absl::StrCat("'", Echo(name), "'"));
+    }
+    return absl::UnimplementedError(
+        absl::StrCat("field '", kNumBlocksKey, "' in ", path,
+                     ": artifact keeps decoders under ",
+                     absl::StrJoin(names.begin(), names.end() - 1, ", "),
+                     " and ", names.back(),
+                     "; an artifact with more than one decoder is not "
+                     "supported"));
+  }
+  RBLN_RETURN_IF_ERROR(CheckSubmoduleName(found[0].first, path));
+  return Decoder{found[0].second, std::move(found[0].first)};
 }
 
-// Finds the bytes of the top-level `kvcache_num_blocks` value in the text
-// the reader parses from `in` (numbers arrive as raw text,
-// kParseNumbersAsStringsFlag, and the stream stands just past one when it
-// arrives, so its source range is known exactly).
+// The metas list of `decoder` and the key it is under ("" when neither).
+absl::StatusOr<std::pair<const Value*, std::string>> FindMetas(
+    const Decoder& decoder, absl::string_view path) {
+  constexpr const char* kKeys[] = {"kvcache_metas", "cache_metas"};
+  const Value* old_list = FindNonNull(*decoder.object, kKeys[0]);
+  const Value* new_list = FindNonNull(*decoder.object, kKeys[1]);
+  if (old_list != nullptr && new_list != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " has both '", MemberLabel(decoder.submodule, kKeys[0]),
+        "' and '", MemberLabel(decoder.submodule, kKeys[1]),
+        "' (optimum-rbln 0.12 renamed the first to the second); keep one"));
+  }
+  if (new_list != nullptr)
+    return std::make_pair(new_list, std::string(kKeys[1]));
+  if (old_list != nullptr)
+    return std::make_pair(old_list, std::string(kKeys[0]));
+  return std::make_pair(static_cast<const Value*>(nullptr), std::string());
+}
+
+// Finds the bytes of the number at `key_path` (a member of the root object,
+// a member of that member, ...) in the text the reader parses from `in`
+// (numbers arrive as raw text, kParseNumbersAsStringsFlag, and the stream
+// stands just past one when it arrives, so its source range is known
+// exactly). A key of the same name anywhere off that path is ignored.
 class CountLocator
     : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, CountLocator> {
  public:
-  explicit CountLocator(const rapidjson::MemoryStream* in) : in_(in) {}
+  CountLocator(const rapidjson::MemoryStream* in,
+               std::vector<std::string> key_path)
+      : in_(in), key_path_(std::move(key_path)) {}
 
   bool Key(const char* s, rapidjson::SizeType n, bool /*copy*/) {
-    next_is_count_ = depth_ == 1 && absl::string_view(s, n) == kNumBlocksKey;
+    // The open containers are the root and the members matched so far.
+    const size_t depth = on_path_.size();
+    next_on_path_ = on_path_.back() && depth <= key_path_.size() &&
+                    absl::string_view(s, n) == key_path_[depth - 1];
     return true;
   }
   bool RawNumber(const char* /*s*/, rapidjson::SizeType n, bool /*copy*/) {
-    if (next_is_count_) {
+    if (next_on_path_ && on_path_.size() == key_path_.size()) {
       end_ = in_->Tell();
       begin_ = end_ - n;
     }
     return Scalar();
   }
-  bool StartObject() { return Start(); }
-  bool StartArray() { return Start(); }
+  bool StartObject() { return Start(on_path_.empty() || next_on_path_); }
+  bool StartArray() { return Start(false); }
   bool EndObject(rapidjson::SizeType) { return End(); }
   bool EndArray(rapidjson::SizeType) { return End(); }
   bool Default() { return Scalar(); }
@@ -436,22 +542,24 @@ class CountLocator
 
  private:
   bool Scalar() {
-    next_is_count_ = false;
+    next_on_path_ = false;
     return true;
   }
-  bool Start() {
-    next_is_count_ = false;
-    ++depth_;
+  bool Start(bool on_path) {
+    next_on_path_ = false;
+    on_path_.push_back(on_path);
     return true;
   }
   bool End() {
-    --depth_;
+    on_path_.pop_back();
     return true;
   }
 
   const rapidjson::MemoryStream* const in_;
-  int depth_ = 0;
-  bool next_is_count_ = false;
+  const std::vector<std::string> key_path_;
+  // Per open container: whether it is the root or a member on key_path_.
+  std::vector<bool> on_path_;
+  bool next_on_path_ = false;
   size_t begin_ = 0;
   size_t end_ = 0;
 };
@@ -472,57 +580,68 @@ uint64_t RblnConfig::NumMinBlocks() const {
   return per_sequence < full ? per_sequence + 1 : full;
 }
 
+bool KvcacheMeta::Resizable() const {
+  if (can_resize.has_value()) return *can_resize;
+  return is_auto && (layer_type.empty() || layer_type == "full_attention");
+}
+
 absl::StatusOr<RblnConfig> ParseRblnConfig(absl::string_view json,
                                            absl::string_view path) {
   rapidjson::Document doc;
   RBLN_RETURN_IF_ERROR(ParseJsonObject(json, path, &doc));
-  RBLN_RETURN_IF_ERROR(CheckDecoderAtTopLevel(doc, path));
   const Value& root = doc;
+  RBLN_ASSIGN_OR_RETURN(Decoder decoder, FindDecoder(root, path));
+  const Value& dec = *decoder.object;
+  const std::string& prefix = decoder.submodule;
+  auto label = [&prefix](absl::string_view key) {
+    return MemberLabel(prefix, key);
+  };
 
   RblnConfig config;
+  config.decoder_submodule = decoder.submodule;
   RBLN_ASSIGN_OR_RETURN(std::optional<std::string> cls_name,
-                        GetOptional(root, "cls_name", path, GetString));
+                        GetOptional(root, "", "cls_name", path, GetString));
   config.cls_name = cls_name.value_or("");
   RBLN_ASSIGN_OR_RETURN(
       config.kvcache_num_blocks,
-      GetRequired(root, "", kNumBlocksKey, path, GetPositiveInteger));
+      GetRequired(dec, prefix, kNumBlocksKey, path, GetPositiveInteger));
   if (config.kvcache_num_blocks > kMaxNumBlocks) {
     return FieldError(
-        kNumBlocksKey, path,
+        label(kNumBlocksKey), path,
         absl::StrCat(config.kvcache_num_blocks, " is above the hard limit of ",
                      kMaxNumBlocks, " (2^31 - 1) blocks"));
   }
   RBLN_ASSIGN_OR_RETURN(
       config.max_seq_len,
-      GetRequired(root, "", "max_seq_len", path, GetPositiveInteger));
+      GetRequired(dec, prefix, "max_seq_len", path, GetPositiveInteger));
   RBLN_ASSIGN_OR_RETURN(
       config.batch_size,
-      GetRequired(root, "", "batch_size", path, GetPositiveInteger));
+      GetRequired(dec, prefix, "batch_size", path, GetPositiveInteger));
 
-  RBLN_ASSIGN_OR_RETURN(
-      std::optional<uint64_t> partition_len,
-      GetOptional(root, "kvcache_partition_len", path, GetPositiveInteger));
+  RBLN_ASSIGN_OR_RETURN(std::optional<uint64_t> partition_len,
+                        GetOptional(dec, prefix, "kvcache_partition_len", path,
+                                    GetPositiveInteger));
   RBLN_ASSIGN_OR_RETURN(std::optional<std::string> attn_impl,
-                        GetOptional(root, "attn_impl", path, GetString));
+                        GetOptional(dec, prefix, "attn_impl", path, GetString));
   if (!attn_impl.has_value()) {
     config.attn_impl = partition_len.has_value() ? "flash_attn" : "eager";
   } else if (*attn_impl == "eager" || *attn_impl == "flash_attn") {
     config.attn_impl = *attn_impl;
   } else {
-    return TypeError("attn_impl", path, "\"eager\", \"flash_attn\" or null",
-                     root["attn_impl"]);
+    return TypeError(label("attn_impl"), path,
+                     "\"eager\", \"flash_attn\" or null", dec["attn_impl"]);
   }
 
   RBLN_ASSIGN_OR_RETURN(
       std::optional<uint64_t> block_size,
-      GetOptional(root, "kvcache_block_size", path, GetPositiveInteger));
+      GetOptional(dec, prefix, "kvcache_block_size", path, GetPositiveInteger));
   absl::string_view block_size_field = "kvcache_block_size";
   if (!block_size.has_value() && config.attn_impl == "flash_attn") {
     block_size = partition_len;
     block_size_field = "kvcache_partition_len";
   }
   if (!block_size.has_value()) {
-    return FieldError("kvcache_block_size", path,
+    return FieldError(label("kvcache_block_size"), path,
                       config.attn_impl == "flash_attn"
                           ? "missing, and so is kvcache_partition_len"
                           : "missing");
@@ -530,58 +649,94 @@ absl::StatusOr<RblnConfig> ParseRblnConfig(absl::string_view json,
   config.kvcache_block_size = *block_size;
   if (config.max_seq_len % config.kvcache_block_size != 0) {
     return FieldError(
-        "max_seq_len", path,
+        label("max_seq_len"), path,
         absl::StrCat(config.max_seq_len,
                      " is not a multiple of the block size ",
                      config.kvcache_block_size, " (", block_size_field, ")"));
   }
   if (config.max_seq_len / config.kvcache_block_size >
       std::numeric_limits<uint64_t>::max() / config.batch_size) {
-    return FieldError("batch_size", path,
+    return FieldError(label("batch_size"), path,
                       "max_seq_len / block size * batch_size overflows");
   }
 
+  RBLN_ASSIGN_OR_RETURN(auto metas, FindMetas(decoder, path));
+  config.metas_key = std::move(metas.second);
   RBLN_ASSIGN_OR_RETURN(
       config.kvcache_metas,
-      GetArray<KvcacheMeta>(FindNonNull(root, "kvcache_metas"), "kvcache_metas",
-                            path, GetKvcacheMeta));
-  RBLN_ASSIGN_OR_RETURN(config.phases,
-                        GetArray<std::string>(FindNonNull(root, "phases"),
-                                              "phases", path, GetString));
+      GetArray<KvcacheMeta>(metas.first, label(config.metas_key), path,
+                            GetKvcacheMeta));
+  RBLN_ASSIGN_OR_RETURN(
+      config.phases, GetArray<std::string>(FindNonNull(dec, "phases"),
+                                           label("phases"), path, GetString));
   RBLN_ASSIGN_OR_RETURN(
       config.decoder_batch_sizes,
-      GetArray<uint64_t>(FindNonNull(root, "decoder_batch_sizes"),
-                         "decoder_batch_sizes", path, GetPositiveInteger));
+      GetArray<uint64_t>(FindNonNull(dec, "decoder_batch_sizes"),
+                         label("decoder_batch_sizes"), path,
+                         GetPositiveInteger));
 
+  std::vector<SettingScope> scopes;
+  RBLN_ASSIGN_OR_RETURN(SettingScope own, MakeSettingScope(dec, prefix, path));
+  scopes.push_back(std::move(own));
+  if (!prefix.empty()) {
+    RBLN_ASSIGN_OR_RETURN(SettingScope parent,
+                          MakeSettingScope(root, "", path));
+    scopes.push_back(std::move(parent));
+  }
   RBLN_ASSIGN_OR_RETURN(
-      std::vector<const Value*> compile_cfgs,
-      GetArray<const Value*>(FindNonNull(root, "_compile_cfgs"),
-                             "_compile_cfgs", path, GetObject));
-  RBLN_ASSIGN_OR_RETURN(std::optional<uint32_t> num_devices,
-                        ResolveSetting(root, compile_cfgs,
-                                       {"num_devices", "tensor_parallel_size"},
-                                       path, GetDeviceCount));
+      std::optional<uint32_t> num_devices,
+      ResolveSetting(scopes, {"num_devices", "tensor_parallel_size"}, path,
+                     GetDeviceCount));
   config.num_devices = num_devices.value_or(1);
-  RBLN_ASSIGN_OR_RETURN(
-      std::optional<std::string> npu,
-      ResolveSetting(root, compile_cfgs, {"npu"}, path, GetString));
+  RBLN_ASSIGN_OR_RETURN(std::optional<std::string> npu,
+                        ResolveSetting(scopes, {"npu"}, path, GetString));
   config.npu = npu.value_or("");
   return config;
+}
+
+absl::Status RequireCacheMetas(const RblnConfig& config,
+                               absl::string_view path) {
+  const std::string new_key =
+      MemberLabel(config.decoder_submodule, "cache_metas");
+  const std::string old_key =
+      MemberLabel(config.decoder_submodule, "kvcache_metas");
+  if (config.metas_key.empty()) {
+    return FieldError(
+        new_key, path,
+        absl::StrCat("missing, and so is '", old_key,
+                     "': the config does not list the KV-cache tensors, so "
+                     "nothing says which can be resized; re-export the model "
+                     "with an optimum-rbln that writes them"));
+  }
+  if (config.kvcache_metas.empty()) {
+    return FieldError(
+        MemberLabel(config.decoder_submodule, config.metas_key), path,
+        absl::StrCat("empty: the config lists no KV-cache tensors, so nothing "
+                     "says which can be resized ('",
+                     new_key, "' or '", old_key,
+                     "' must name them); re-export the model with an "
+                     "optimum-rbln that writes them"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> RewriteKvcacheNumBlocks(absl::string_view json,
                                                     uint64_t num_blocks,
                                                     absl::string_view path) {
+  std::vector<std::string> key_path;
   {
     rapidjson::Document doc;
     RBLN_RETURN_IF_ERROR(ParseJsonObject(json, path, &doc));
-    RBLN_RETURN_IF_ERROR(CheckDecoderAtTopLevel(doc, path));
+    RBLN_ASSIGN_OR_RETURN(Decoder decoder, FindDecoder(doc, path));
     // A count the parser would refuse is not silently replaced.
-    RBLN_RETURN_IF_ERROR(
-        GetRequired(doc, "", kNumBlocksKey, path, GetPositiveInteger).status());
+    RBLN_RETURN_IF_ERROR(GetRequired(*decoder.object, decoder.submodule,
+                                     kNumBlocksKey, path, GetPositiveInteger)
+                             .status());
+    if (!decoder.submodule.empty()) key_path.push_back(decoder.submodule);
+    key_path.push_back(kNumBlocksKey);
   }
   rapidjson::MemoryStream in(json.data(), json.size());
-  CountLocator locator(&in);
+  CountLocator locator(&in, std::move(key_path));
   rapidjson::Reader reader;
   rapidjson::ParseResult result =
       reader.Parse<kParseFlags | rapidjson::kParseIterativeFlag |

@@ -10,9 +10,11 @@
 #define RBLN_CORE_FORMAT_RBLN_CONFIG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -33,28 +35,47 @@ inline constexpr uint64_t kMaxNumBlocks = (uint64_t{1} << 31) - 1;
 inline constexpr uint32_t kMaxNumDevices = 256;
 inline constexpr uint32_t kMaxChipletsPerNode = 64;
 
-// One entry of `kvcache_metas`.
+// One KV-cache tensor of the decoder, an entry of `kvcache_metas` (written by
+// optimum-rbln before 0.12) or `cache_metas` (0.12 on; the same fields plus an
+// optional `can_resize`).
 struct KvcacheMeta {
   std::string name;
   int64_t layer_index = 0;
   std::vector<int64_t> shape;
-  std::string layer_type;  // e.g. "full_attention", "sliding_attention"
+  // e.g. "full_attention", "sliding_attention"; "" when absent or null.
+  std::string layer_type;
   bool is_auto = true;
   std::string dtype;
+  std::optional<bool> can_resize;  // nullopt when absent or null
+
+  // Whether a change of kvcache_num_blocks resizes this tensor, as
+  // optimum-rbln derives its can_resize property: `can_resize` when the
+  // config says, else `is_auto` and full attention (layer_type "" or
+  // "full_attention"; "sliding_attention" and anything else are fixed).
+  bool Resizable() const;
 };
 
+// The decoder's settings. For a multimodal artifact (decoder_submodule set)
+// every field but cls_name comes from the submodule's nested object.
 struct RblnConfig {
-  std::string cls_name;                       // optional, "" when absent
-  uint64_t kvcache_num_blocks = 0;            // current count c
-  uint64_t kvcache_block_size = 0;            // S (or kvcache_partition_len)
-  uint64_t max_seq_len = 0;                   // L
-  uint64_t batch_size = 0;                    // B
-  std::string attn_impl;                      // "eager" or "flash_attn"
-  std::vector<KvcacheMeta> kvcache_metas;     // empty when absent
+  std::string cls_name;                    // top level's, "" when absent
+  uint64_t kvcache_num_blocks = 0;         // current count c
+  uint64_t kvcache_block_size = 0;         // S (or kvcache_partition_len)
+  uint64_t max_seq_len = 0;                // L
+  uint64_t batch_size = 0;                 // B
+  std::string attn_impl;                   // "eager" or "flash_attn"
+  std::vector<KvcacheMeta> kvcache_metas;  // empty when absent
+  // The key kvcache_metas was read from: "kvcache_metas", "cache_metas", or
+  // "" when the config has neither.
+  std::string metas_key;
   std::vector<std::string> phases;            // empty when absent
   std::vector<uint64_t> decoder_batch_sizes;  // empty when absent
   uint32_t num_devices = 1;
   std::string npu;  // "" when the config does not say (use the .rbln header)
+  // "" for a flat artifact; else the key of the parent object member that
+  // holds the decoder's config (e.g. "language_model"), which is also the
+  // subfolder holding the decoder's files: one plain directory name.
+  std::string decoder_submodule;
 
   // (L / S) * B
   uint64_t NumFullBlocks() const;
@@ -64,14 +85,25 @@ struct RblnConfig {
 
 // Parses rbln_config.json text. `path` is used only in messages.
 //
+// The decoder's settings are read from the top level when it holds
+// `kvcache_num_blocks`; otherwise from the one object member that does (a
+// multimodal artifact as optimum-rbln saves it: the parent's config holds the
+// submodule's whole config under the submodule's name, e.g.
+// `"language_model": {...}`, and the submodule's files are in the subfolder
+// of that name). Field names in messages then carry the prefix
+// ("language_model.max_seq_len").
+//
 // Errors (each naming the field and `path`):
 //  * not JSON / not an object, nested deeper than 64 levels, or a key twice
 //    in one object: INVALID_ARGUMENT with the reason and offset (parsing is
 //    iterative: no input reaches the stack);
 //  * a legacy config (top-level `_meta`): FAILED_PRECONDITION, recompile;
-//  * a multimodal config whose decoder lives under a submodule key (an object
-//    member holding `kvcache_num_blocks`, e.g. `language_model`) while the top
-//    level has none: UNIMPLEMENTED naming the submodule;
+//  * no `kvcache_num_blocks` at the top level and more than one object
+//    member holding one: UNIMPLEMENTED naming them all;
+//  * the submodule's key is not one plain directory name (empty, "." or
+//    "..", holding '/', '\\' or NUL, longer than 255 bytes):
+//    FAILED_PRECONDITION naming it;
+//  * both `kvcache_metas` and `cache_metas`: FAILED_PRECONDITION;
 //  * a needed field missing or of the wrong type or out of range:
 //    FAILED_PRECONDITION ("field 'max_seq_len' in /x/rbln_config.json: ...").
 // Needed: kvcache_num_blocks (1 ..= kMaxNumBlocks), max_seq_len, batch_size (>=
@@ -79,18 +111,32 @@ struct RblnConfig {
 // kvcache_partition_len; max_seq_len must be a multiple of the block size.
 // attn_impl: "eager" or "flash_attn"; when absent or null it is flash_attn
 // if kvcache_partition_len is set, else eager.
+// kvcache_metas: from `kvcache_metas` or `cache_metas`, whichever is there
+// (entries need name, layer_index, shape, is_auto, dtype; layer_type and
+// can_resize are optional). Not needed here: see RequireCacheMetas.
 // num_devices: `num_devices`, else `tensor_parallel_size`, else
-// `_compile_cfgs[i].num_devices` / `tensor_parallel_size`, else 1.
-// npu: top-level `npu`, else `_compile_cfgs[i].npu`, else "".
+// `_compile_cfgs[i].num_devices` / `tensor_parallel_size` (the decoder's
+// object first, then, for a submodule, the parent's), else 1.
+// npu: `npu`, else `_compile_cfgs[i].npu` (the same order), else "".
 absl::StatusOr<RblnConfig> ParseRblnConfig(absl::string_view json,
                                            absl::string_view path);
 
-// Returns the text with the digits of the top-level `kvcache_num_blocks`
+// OK when `config` lists its KV-cache tensors (a non-empty `cache_metas` or
+// `kvcache_metas`); else FAILED_PRECONDITION naming both keys and saying what
+// to do. For callers that must know which tensors a resize may change; a
+// reader of the count alone does not need it.
+absl::Status RequireCacheMetas(const RblnConfig& config,
+                               absl::string_view path);
+
+// Returns the text with the digits of the decoder's `kvcache_num_blocks` (the
+// top level's, or `<decoder_submodule>.kvcache_num_blocks`, as
+// ParseRblnConfig finds it; a key of that name anywhere else is left alone)
 // replaced by `num_blocks` and every other byte as it was (keys, order,
-// string escapes, indentation, a trailing newline): tools that hash or diff
-// configs see only the change made. Errors as ParseRblnConfig for
-// unparsable input, a missing top-level kvcache_num_blocks, or one that is
-// not a positive integer.
+// string escapes, indentation, line ends, a trailing newline or none): tools
+// that hash or diff configs see only the change made. Errors as
+// ParseRblnConfig for unparsable input, a decoder it cannot locate, or a
+// count that is not a positive integer literal (`16.0` and `1e2` are
+// refused).
 absl::StatusOr<std::string> RewriteKvcacheNumBlocks(absl::string_view json,
                                                     uint64_t num_blocks,
                                                     absl::string_view path);

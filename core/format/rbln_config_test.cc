@@ -231,11 +231,83 @@ TEST(RewriteKvcacheNumBlocksTest, MissingCountIsFailedPrecondition) {
               "kvcache_num_blocks");
 }
 
-TEST(RewriteKvcacheNumBlocksTest, SubmoduleIsUnimplemented) {
+TEST(RewriteKvcacheNumBlocksTest, SubmoduleCountIsSplicedAtDepthTwoOnly) {
+  // A multimodal config as optimum-rbln's json.dump(indent=2) writes it, but
+  // with CRLF line ends, no trailing newline, a one-line nested object, raw
+  // and escaped non-ASCII, an escaped slash, and decoy counts before and
+  // after the real one: in the parent's _compile_cfgs[0], deeper in
+  // vision_tower, under a "language_model" key one level down, in the
+  // submodule's own _compile_cfgs[0] and in an object inside it, and deeper
+  // in a member after it.
+  constexpr char kTemplate[] =
+      "{\r\n"
+      "  \"cls_name\": \"RBLNLlavaNextForConditionalGeneration\",\r\n"
+      "  \"_compile_cfgs\": [{\"kvcache_num_blocks\": 7, \"npu\": "
+      "\"RBLN-CA12\"}],\r\n"
+      "  \"vision_tower\": {\"cls_name\": \"RBLNCLIPVisionModel\", "
+      "\"encoder\": {\"kvcache_num_blocks\": 9}, \"language_model\": "
+      "{\"kvcache_num_blocks\": 11}},\r\n"
+      "  \"note\": \"caf\xc3\xa9 caf\\u00e9 a\\/b\",\r\n"
+      "  \"language_model\": {\r\n"
+      "    \"cls_name\": \"RBLNMistralForCausalLM\",\r\n"
+      "    \"_compile_cfgs\": [{\"kvcache_num_blocks\": 13}],\r\n"
+      "    \"kvcache_num_blocks\": @COUNT@,\r\n"
+      "    \"max_seq_len\": 32768,\r\n"
+      "    \"batch_size\": 1,\r\n"
+      "    \"kvcache_block_size\": 32768,\r\n"
+      "    \"inner\": {\"x\": \"\\u00e9\\/\", \"y\": [1.0e2, -0.0], "
+      "\"kvcache_num_blocks\": 17}\r\n"
+      "  },\r\n"
+      "  \"tail\": {\"x\": {\"kvcache_num_blocks\": 19}}\r\n"
+      "}";
+  const auto with_count = [&](absl::string_view count) {
+    std::string text = kTemplate;
+    text.replace(text.find("@COUNT@"), 7, std::string(count));
+    return text;
+  };
+  const std::string input = with_count("16");
+  absl::StatusOr<RblnConfig> config = Parse(input);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->decoder_submodule, "language_model");
+  EXPECT_EQ(config->kvcache_num_blocks, 16u);
+
+  absl::StatusOr<std::string> out = RewriteKvcacheNumBlocks(input, 1234, kPath);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, with_count("1234"));
+  out = RewriteKvcacheNumBlocks(input, 16, kPath);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, input);
+}
+
+TEST(RewriteKvcacheNumBlocksTest, SubmoduleKeyIsMatchedAsJsonReadsIt) {
+  // "language\u005fmodel" is the key language_model to every JSON reader.
+  constexpr char kInput[] =
+      R"({"visual": {"a": 1}, "language\u005fmodel": {"kvcache_num_blocks": 4}})";
+  absl::StatusOr<std::string> out = RewriteKvcacheNumBlocks(kInput, 50, kPath);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(
+      *out,
+      R"({"visual": {"a": 1}, "language\u005fmodel": {"kvcache_num_blocks": 50}})");
+}
+
+TEST(RewriteKvcacheNumBlocksTest, ASubmoduleCountThatIsNotAPositiveInteger) {
+  for (const char* count : {"1.0e2", "16.0", "\"16\"", "0", "null"}) {
+    SCOPED_TRACE(count);
+    std::string input =
+        absl::StrCat(R"({"language_model": {"kvcache_num_blocks": )", count,
+                     R"(}, "vision_tower": {}})");
+    ExpectError(RewriteKvcacheNumBlocks(input, 5, kPath).status(),
+                absl::StatusCode::kFailedPrecondition,
+                "language_model.kvcache_num_blocks");
+  }
+}
+
+TEST(RewriteKvcacheNumBlocksTest, TwoDecodersAreUnimplemented) {
   absl::StatusOr<std::string> out = RewriteKvcacheNumBlocks(
-      R"({"visual": {}, "language_model": {"kvcache_num_blocks": 4}})", 5,
+      R"({"a": {"kvcache_num_blocks": 4}, "b": {"kvcache_num_blocks": 4}})", 5,
       kPath);
-  ExpectError(out.status(), absl::StatusCode::kUnimplemented, "language_model");
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(out.status().message(), HasSubstr("under 'a' and 'b'"));
 }
 
 TEST(RewriteKvcacheNumBlocksTest, LegacyConfigIsFailedPrecondition) {
@@ -281,14 +353,180 @@ TEST(ParseRblnConfigTest, LegacyConfigAsksToRecompile) {
   EXPECT_THAT(status.message(), HasSubstr("current optimum-rbln"));
 }
 
-TEST(ParseRblnConfigTest, SubmoduleDecoderIsUnimplemented) {
-  std::string json = WithMember(R"({"cls_name": "RBLNLlavaNext"})",
-                                "language_model", kMinimal);
+// ---------------------------------------------------------------------------
+// Parse: a decoder in a submodule (multimodal artifacts).
+
+// A parent config with `decoder` under "language_model" and an encoder
+// submodule that holds no count.
+std::string Multimodal(absl::string_view decoder) {
+  std::string json =
+      WithMember(R"({"cls_name": "RBLNLlavaNextForConditionalGeneration"})",
+                 "vision_tower",
+                 R"({"cls_name": "RBLNCLIPVisionModel", "batch_size": 3})");
+  return WithMember(json, "language_model", decoder);
+}
+
+TEST(SubmoduleRblnConfigTest, FieldsComeFromTheNestedObject) {
+  std::string decoder =
+      WithMember(kMinimal, "cls_name", R"("RBLNMistralForCausalLM")");
+  decoder = WithMember(decoder, "attn_impl", R"("flash_attn")");
+  decoder = WithMember(decoder, "phases", R"(["prefill", "decode"])");
+  decoder =
+      WithMember(decoder, "cache_metas", absl::StrCat("[", kMetaEntry, "]"));
+  std::string json = Multimodal(decoder);
+  // Top-level values the decoder does not use.
+  json = WithMember(json, "max_seq_len", "7");
+  json = WithMember(json, "phases", R"(["image"])");
+  absl::StatusOr<RblnConfig> config = Parse(json);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->decoder_submodule, "language_model");
+  EXPECT_EQ(config->cls_name, "RBLNLlavaNextForConditionalGeneration");
+  EXPECT_EQ(config->kvcache_num_blocks, 8u);
+  EXPECT_EQ(config->max_seq_len, 8192u);
+  EXPECT_EQ(config->batch_size, 4u);
+  EXPECT_EQ(config->kvcache_block_size, 1024u);
+  EXPECT_EQ(config->attn_impl, "flash_attn");
+  EXPECT_THAT(config->phases, ElementsAre("prefill", "decode"));
+  EXPECT_EQ(config->metas_key, "cache_metas");
+  ASSERT_EQ(config->kvcache_metas.size(), 1u);
+  EXPECT_EQ(config->kvcache_metas[0].name, "past_key_values_0");
+  EXPECT_EQ(config->num_devices, 1u);
+  EXPECT_EQ(config->npu, "");
+}
+
+TEST(SubmoduleRblnConfigTest, FlatConfigHasNoSubmodule) {
+  absl::StatusOr<RblnConfig> config = Parse(kMinimal);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->decoder_submodule, "");
+  // A top-level count wins over a member object holding one.
+  config = Parse(WithMember(kMinimal, "language_model", kMinimal));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->decoder_submodule, "");
+}
+
+TEST(SubmoduleRblnConfigTest, FieldErrorsNameTheSubmodule) {
+  std::string json = Multimodal(WithMember(kMinimal, "max_seq_len", R"("x")"));
+  ExpectError(Parse(json).status(), absl::StatusCode::kFailedPrecondition,
+              "language_model.max_seq_len");
+  json = Multimodal(WithMember(kMinimal, "batch_size", ""));
+  ExpectError(Parse(json).status(), absl::StatusCode::kFailedPrecondition,
+              "language_model.batch_size");
+  json = Multimodal(WithMember(kMinimal, "_compile_cfgs", R"([{"npu": 1}])"));
+  ExpectError(Parse(json).status(), absl::StatusCode::kFailedPrecondition,
+              "language_model._compile_cfgs[0].npu");
+  json = Multimodal(WithMember(kMinimal, "kvcache_num_blocks", "2147483648"));
+  ExpectError(Parse(json).status(), absl::StatusCode::kFailedPrecondition,
+              "language_model.kvcache_num_blocks");
+}
+
+TEST(SubmoduleRblnConfigTest, NumDevicesAndNpuFallBackToTheParent) {
+  struct Case {
+    const char* decoder_key;  // set in the submodule's object, or ""
+    const char* decoder_value;
+    const char* parent_key;  // set in the parent, or ""
+    const char* parent_value;
+    uint32_t num_devices;
+    const char* npu;
+  };
+  for (const Case& c : std::vector<Case>{
+           // The submodule's own members, then its own _compile_cfgs...
+           {"tensor_parallel_size", "4", "num_devices", "8", 4, ""},
+           {"_compile_cfgs", R"([{"num_devices": 2, "npu": "RBLN-CA12"}])",
+            "_compile_cfgs", R"([{"num_devices": 8, "npu": "RBLN-CR03"}])", 2,
+            "RBLN-CA12"},
+           {"npu", R"("RBLN-CA12")", "npu", R"("RBLN-CR03")", 1, "RBLN-CA12"},
+           // ...then the parent's members, then the parent's _compile_cfgs...
+           {"", "", "tensor_parallel_size", "8", 8, ""},
+           {"", "", "npu", R"("RBLN-CR03")", 1, "RBLN-CR03"},
+           {"_compile_cfgs", "[{}]", "_compile_cfgs",
+            R"([{"tensor_parallel_size": 4, "npu": "RBLN-CA02"}])", 4,
+            "RBLN-CA02"},
+           // ...then 1 and "".
+           {"_compile_cfgs", "[{}]", "_compile_cfgs", "[{}]", 1, ""},
+       }) {
+    SCOPED_TRACE(absl::StrCat(c.decoder_key, "=", c.decoder_value, " / ",
+                              c.parent_key, "=", c.parent_value));
+    std::string decoder = kMinimal;
+    if (*c.decoder_key != '\0') {
+      decoder = WithMember(decoder, c.decoder_key, c.decoder_value);
+    }
+    std::string json = Multimodal(decoder);
+    if (*c.parent_key != '\0') {
+      json = WithMember(json, c.parent_key, c.parent_value);
+    }
+    absl::StatusOr<RblnConfig> config = Parse(json);
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_EQ(config->num_devices, c.num_devices);
+    EXPECT_EQ(config->npu, c.npu);
+  }
+}
+
+TEST(SubmoduleRblnConfigTest, MoreThanOneDecoderIsUnimplemented) {
+  std::string json = Multimodal(kMinimal);
+  json = WithMember(json, "speech_decoder", kMinimal);
+  json = WithMember(json, "text_decoder", kMinimal);
   absl::Status status = Parse(json).status();
   ExpectError(status, absl::StatusCode::kUnimplemented, "kvcache_num_blocks");
   EXPECT_THAT(status.message(),
-              HasSubstr("artifact keeps its decoder under submodule "
-                        "'language_model'; submodules are not supported yet"));
+              HasSubstr("keeps decoders under 'language_model', "
+                        "'speech_decoder' and 'text_decoder'; an artifact with "
+                        "more than one decoder is not supported"));
+}
+
+TEST(SubmoduleRblnConfigTest, LegacyCheckComesFirst) {
+  std::string json = WithMember(Multimodal(kMinimal), "_meta", "{}");
+  ExpectError(Parse(json).status(), absl::StatusCode::kFailedPrecondition,
+              "_meta");
+}
+
+TEST(SubmoduleRblnConfigTest, NoCountAnywhereIsMissing) {
+  absl::Status status =
+      Parse(
+          R"({"vision_tower": {"batch_size": 1}, "x": [{"kvcache_num_blocks": 2}]})")
+          .status();
+  ExpectError(status, absl::StatusCode::kFailedPrecondition,
+              "kvcache_num_blocks");
+  EXPECT_THAT(status.message(), HasSubstr("missing"));
+}
+
+TEST(SubmoduleRblnConfigTest, AKeyThatIsNotAPlainDirectoryNameIsRefused) {
+  // Each key as JSON text (escapes decoded by the reader) and as the message
+  // shows it (Echo).
+  struct Case {
+    std::string json_key;
+    std::string shown;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"", ""},
+           {".", "."},
+           {"..", ".."},
+           {"../etc", "../etc"},
+           {"/abs", "/abs"},
+           {"a/b", "a/b"},
+           {R"(..\\x)", R"(..\\x)"},
+           {R"(lm\u0000x)", R"(lm\x00x)"},
+           {std::string(256, 'a'), std::string(200, 'a')},
+       }) {
+    SCOPED_TRACE(c.json_key);
+    const std::string json = absl::StrCat(R"({"vision_tower": {}, ")",
+                                          c.json_key, R"(": )", kMinimal, "}");
+    for (const absl::Status& status :
+         {Parse(json).status(),
+          RewriteKvcacheNumBlocks(json, 5, kPath).status()}) {
+      EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+      EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("'", c.shown)));
+      EXPECT_THAT(status.message(), HasSubstr("one plain directory name"));
+      EXPECT_THAT(status.message(), HasSubstr(kPath));
+    }
+  }
+  // 255 bytes is the longest name a directory can have, and is accepted.
+  const std::string longest = std::string(255, 'a');
+  const std::string json =
+      absl::StrCat(R"({")", longest, R"(": )", kMinimal, "}");
+  absl::StatusOr<RblnConfig> config = Parse(json);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->decoder_submodule, longest);
+  EXPECT_TRUE(RewriteKvcacheNumBlocks(json, 5, kPath).ok());
 }
 
 TEST(ParseRblnConfigTest, MissingRequiredFields) {
@@ -390,8 +628,7 @@ TEST(ParseRblnConfigTest, OptionalFieldsOfTheWrongType) {
 }
 
 TEST(ParseRblnConfigTest, KvcacheMetaFieldsAreRequired) {
-  for (const char* key :
-       {"name", "layer_index", "shape", "layer_type", "is_auto", "dtype"}) {
+  for (const char* key : {"name", "layer_index", "shape", "is_auto", "dtype"}) {
     SCOPED_TRACE(key);
     std::string metas = absl::StrCat("[", kMetaEntry, ", ",
                                      WithMember(kMetaEntry, key, ""), "]");
@@ -418,6 +655,7 @@ TEST(ParseRblnConfigTest, KvcacheMetaFieldsOfTheWrongType) {
            {"layer_type", "1", "kvcache_metas[0].layer_type"},
            {"is_auto", R"("yes")", "kvcache_metas[0].is_auto"},
            {"dtype", "16", "kvcache_metas[0].dtype"},
+           {"can_resize", "1", "kvcache_metas[0].can_resize"},
        }) {
     SCOPED_TRACE(absl::StrCat(c.key, " = ", c.value));
     std::string metas =
@@ -441,6 +679,137 @@ TEST(ParseRblnConfigTest, KvcacheMetasAreRead) {
   EXPECT_EQ(config->kvcache_metas[1].layer_type, "sliding_attention");
   EXPECT_FALSE(config->kvcache_metas[1].is_auto);
   EXPECT_THAT(config->kvcache_metas[1].shape, ElementsAre(8, 8, 1024, 128));
+}
+
+// ---------------------------------------------------------------------------
+// Parse: cache_metas (optimum-rbln 0.12) and kvcache_metas (before).
+
+TEST(CacheMetasTest, EitherKeyIsReadAndNamed) {
+  const std::string list = absl::StrCat("[", kMetaEntry, "]");
+  absl::StatusOr<RblnConfig> config =
+      Parse(WithMember(kMinimal, "cache_metas", list));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->metas_key, "cache_metas");
+  ASSERT_EQ(config->kvcache_metas.size(), 1u);
+  EXPECT_EQ(config->kvcache_metas[0].name, "past_key_values_0");
+
+  config = Parse(WithMember(kMinimal, "kvcache_metas", list));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->metas_key, "kvcache_metas");
+  ASSERT_EQ(config->kvcache_metas.size(), 1u);
+
+  // null counts as absent, as for every optional field.
+  config = Parse(WithMember(WithMember(kMinimal, "kvcache_metas", list),
+                            "cache_metas", "null"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->metas_key, "kvcache_metas");
+
+  config = Parse(kMinimal);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->metas_key, "");
+}
+
+TEST(CacheMetasTest, BothKeysAreRefused) {
+  const std::string list = absl::StrCat("[", kMetaEntry, "]");
+  absl::Status status =
+      Parse(WithMember(WithMember(kMinimal, "kvcache_metas", list),
+                       "cache_metas", list))
+          .status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat(kPath,
+                                     " has both 'kvcache_metas' and "
+                                     "'cache_metas'")));
+  EXPECT_THAT(status.message(), HasSubstr("keep one"));
+}
+
+TEST(CacheMetasTest, EntryErrorsNameTheKeyTheyAreUnder) {
+  const std::string list =
+      absl::StrCat("[", kMetaEntry, ", ", kMetaEntry, ", ",
+                   WithMember(kMetaEntry, "can_resize", R"("yes")"), "]");
+  ExpectError(Parse(WithMember(kMinimal, "cache_metas", list)).status(),
+              absl::StatusCode::kFailedPrecondition,
+              "cache_metas[2].can_resize");
+  ExpectError(
+      Parse(WithMember(
+                kMinimal, "cache_metas",
+                absl::StrCat("[", WithMember(kMetaEntry, "name", ""), "]")))
+          .status(),
+      absl::StatusCode::kFailedPrecondition, "cache_metas[0].name");
+  ExpectError(Parse(WithMember(kMinimal, "cache_metas", "{}")).status(),
+              absl::StatusCode::kFailedPrecondition, "cache_metas");
+}
+
+TEST(CacheMetasTest, ResizableFollowsCanResizeElseIsAutoAndFullAttention) {
+  struct Case {
+    const char* can_resize;  // JSON, or "" for absent
+    const char* is_auto;
+    const char* layer_type;  // JSON, or "" for absent
+    bool resizable;
+  };
+  for (const Case& c : std::vector<Case>{
+           // can_resize, when there, decides.
+           {"true", "false", R"("sliding_attention")", true},
+           {"true", "true", R"("full_attention")", true},
+           {"false", "true", R"("full_attention")", false},
+           {"false", "true", "", false},
+           // Without it: is_auto and full attention.
+           {"", "true", R"("full_attention")", true},
+           {"", "true", "", true},
+           {"null", "true", "null", true},
+           {"", "false", R"("full_attention")", false},
+           {"", "false", "", false},
+           {"", "true", R"("sliding_attention")", false},
+           {"", "true", R"("chunked_attention")", false},
+       }) {
+    SCOPED_TRACE(absl::StrCat("can_resize=", c.can_resize, " is_auto=",
+                              c.is_auto, " layer_type=", c.layer_type));
+    std::string entry = WithMember(kMetaEntry, "can_resize", c.can_resize);
+    entry = WithMember(entry, "is_auto", c.is_auto);
+    entry = WithMember(entry, "layer_type", c.layer_type);
+    absl::StatusOr<RblnConfig> config = Parse(
+        WithMember(kMinimal, "cache_metas", absl::StrCat("[", entry, "]")));
+    ASSERT_TRUE(config.ok()) << config.status();
+    ASSERT_EQ(config->kvcache_metas.size(), 1u);
+    const KvcacheMeta& meta = config->kvcache_metas[0];
+    EXPECT_EQ(
+        meta.can_resize.has_value(),
+        *c.can_resize != '\0' && absl::string_view(c.can_resize) != "null");
+    EXPECT_EQ(meta.Resizable(), c.resizable);
+  }
+}
+
+TEST(CacheMetasTest, RequireCacheMetasNamesBothKeys) {
+  absl::StatusOr<RblnConfig> config = Parse(kMinimal);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(
+      RequireCacheMetas(*config, kPath),
+      absl::FailedPreconditionError(
+          "field 'cache_metas' in /a/rbln_config.json: missing, and so is "
+          "'kvcache_metas': the config does not list the KV-cache tensors, so "
+          "nothing says which can be resized; re-export the model with an "
+          "optimum-rbln that writes them"));
+
+  config = Parse(WithMember(kMinimal, "kvcache_metas", "[]"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  absl::Status status = RequireCacheMetas(*config, kPath);
+  ExpectError(status, absl::StatusCode::kFailedPrecondition, "kvcache_metas");
+  EXPECT_THAT(status.message(), HasSubstr("empty"));
+  EXPECT_THAT(status.message(), HasSubstr("'cache_metas'"));
+
+  config = Parse(Multimodal(kMinimal));
+  ASSERT_TRUE(config.ok()) << config.status();
+  status = RequireCacheMetas(*config, kPath);
+  ExpectError(status, absl::StatusCode::kFailedPrecondition,
+              "language_model.cache_metas");
+  EXPECT_THAT(status.message(), HasSubstr("'language_model.kvcache_metas'"));
+
+  for (const char* key : {"cache_metas", "kvcache_metas"}) {
+    config =
+        Parse(WithMember(kMinimal, key, absl::StrCat("[", kMetaEntry, "]")));
+    ASSERT_TRUE(config.ok()) << config.status();
+    EXPECT_TRUE(RequireCacheMetas(*config, kPath).ok()) << key;
+  }
 }
 
 TEST(ParseRblnConfigTest, CompileCfgsMustAgreeOnNumDevices) {
