@@ -468,17 +468,21 @@ absl::StatusOr<Decoder> FindDecoder(const Value& root, absl::string_view path) {
   }
   if (found.empty()) return FieldError(kNumBlocksKey, path, "missing");
   if (found.size() > 1) {
+    // A hostile file may hold thousands; a few name the problem.
+    constexpr size_t kMaxNamed = 8;
     std::vector<std::string> names;
-    for (const auto& [name, value] : found) {
-      names.push_back(absl::StrCat("'", Echo(name), "'"));
+    for (size_t i = 0; i < found.size() && i < kMaxNamed; ++i) {
+      names.push_back(absl::StrCat("'", Echo(found[i].first), "'"));
     }
-    return absl::UnimplementedError(
-        absl::StrCat("field '", kNumBlocksKey, "' in ", path,
-                     ": artifact keeps decoders under ",
-                     absl::StrJoin(names.begin(), names.end() - 1, ", "),
-                     " and ", names.back(),
-                     "; an artifact with more than one decoder is not "
-                     "supported"));
+    const std::string last =
+        found.size() > kMaxNamed
+            ? absl::StrCat(found.size() - kMaxNamed, " more")
+            : names.back();
+    if (found.size() <= kMaxNamed) names.pop_back();
+    return absl::UnimplementedError(absl::StrCat(
+        "field '", kNumBlocksKey, "' in ", path,
+        ": artifact keeps decoders under ", absl::StrJoin(names, ", "), " and ",
+        last, "; an artifact with more than one decoder is not supported"));
   }
   RBLN_RETURN_IF_ERROR(CheckSubmoduleName(found[0].first, path));
   return Decoder{found[0].second, std::move(found[0].first)};
@@ -496,11 +500,9 @@ absl::StatusOr<std::pair<const Value*, std::string>> FindMetas(
         "' and '", MemberLabel(decoder.submodule, kKeys[1]),
         "' (optimum-rbln 0.12 renamed the first to the second); keep one"));
   }
-  if (new_list != nullptr)
-    return std::make_pair(new_list, std::string(kKeys[1]));
-  if (old_list != nullptr)
-    return std::make_pair(old_list, std::string(kKeys[0]));
-  return std::make_pair(static_cast<const Value*>(nullptr), std::string());
+  if (new_list != nullptr) return std::pair(new_list, std::string(kKeys[1]));
+  if (old_list != nullptr) return std::pair(old_list, std::string(kKeys[0]));
+  return std::pair<const Value*, std::string>(nullptr, "");
 }
 
 // Finds the bytes of the number at `key_path` (a member of the root object,

@@ -473,6 +473,20 @@ TEST(SubmoduleRblnConfigTest, MoreThanOneDecoderIsUnimplemented) {
                         "more than one decoder is not supported"));
 }
 
+TEST(SubmoduleRblnConfigTest, ManyDecodersAreNamedUpToEight) {
+  std::string json = "{";
+  for (int i = 0; i < 1000; ++i) {
+    absl::StrAppend(&json, i == 0 ? "" : ", ", "\"m", i,
+                    "\": {\"kvcache_num_blocks\": 1}");
+  }
+  json += "}";
+  absl::Status status = Parse(json).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(),
+              HasSubstr("under 'm0', 'm1', 'm2', 'm3', 'm4', 'm5', 'm6', 'm7' "
+                        "and 992 more; "));
+}
+
 TEST(SubmoduleRblnConfigTest, LegacyCheckComesFirst) {
   std::string json = WithMember(Multimodal(kMinimal), "_meta", "{}");
   ExpectError(Parse(json).status(), absl::StatusCode::kFailedPrecondition,

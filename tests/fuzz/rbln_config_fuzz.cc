@@ -1,6 +1,6 @@
 // Fuzz target: ParseRblnConfig and RewriteKvcacheNumBlocks
-// (core/rbln_config.h) on arbitrary text, as a file in the store would reach
-// them. The whole input is the JSON text, so the seeds are plain
+// (core/format/rbln_config.h) on arbitrary text, as a file in the store would
+// reach them. The whole input is the JSON text, so the seeds are plain
 // rbln_config.json files; the requested block count is picked from a fixed
 // list by the input's length, which every insertion or deletion changes.
 //
@@ -49,7 +49,8 @@ std::string OtherFields(const RblnConfig& c) {
       " attn_impl=", c.attn_impl, " metas=", c.kvcache_metas.size(),
       " phases=", c.phases.size(),
       " decoder_batch_sizes=", c.decoder_batch_sizes.size(),
-      " num_devices=", c.num_devices, " npu=", c.npu);
+      " num_devices=", c.num_devices, " npu=", c.npu,
+      " metas_key=", c.metas_key, " submodule=", c.decoder_submodule);
 }
 
 void FuzzRblnConfig(absl::string_view json) {
