@@ -821,32 +821,55 @@ std::string FormatDescribe(const v1::DescribeArtifactResponse& reply) {
                       reply.cls_name(), reply.attn_impl(), reply.max_seq_len(),
                       reply.kvcache_block_size(), reply.batch_size()));
   std::string npu = absl::StrFormat(
-      "%s, %d node%s x %d chiplet%s", reply.npu(), reply.num_nodes(),
-      reply.num_nodes() == 1 ? "" : "s", reply.chiplets_per_node(),
-      reply.chiplets_per_node() == 1 ? "" : "s");
+      "%s, %d node%s", reply.npu().empty() ? "NPU unknown" : reply.npu(),
+      reply.num_nodes(), reply.num_nodes() == 1 ? "" : "s");
+  if (reply.memory_per_node()) {
+    absl::StrAppend(&npu, ", memory reported per node (older compiler)");
+  } else {
+    absl::StrAppend(&npu, " x ", reply.chiplets_per_node(), " chiplet",
+                    reply.chiplets_per_node() == 1 ? "" : "s");
+  }
   if (!reply.dram_source().empty()) {
     absl::StrAppend(&npu, " (DRAM: ", reply.dram_source(), ")");
   }
   text += Field("npu", npu);
+  if (!reply.submodule().empty()) {
+    text += Field("decoder", absl::StrCat("submodule '", reply.submodule(),
+                                          "' (", reply.submodule(), "/)"));
+  }
   text += Field("kv blocks",
                 absl::StrFormat(
-                    "current %d, compiled %d, full %d, min %d, max fitting %d",
-                    reply.kvcache_num_blocks(), reply.compiled_num_blocks(),
+                    "current %d, compiled %s, full %d, min %d, max fitting %d",
+                    reply.kvcache_num_blocks(),
+                    reply.compiled_num_blocks() == 0
+                        ? std::string("unknown")
+                        : absl::StrCat(reply.compiled_num_blocks()),
                     reply.num_full_blocks(), reply.num_min_blocks(),
                     reply.max_fitting_num_blocks()));
   text += Field("kv tensors", absl::StrFormat("%d resizable, %d fixed",
                                               reply.resizable_kv_tensors(),
                                               reply.fixed_kv_tensors()));
   std::vector<std::string> graphs;
+  std::vector<std::string> codecs;
   uint64_t file_bytes = 0;
   for (const v1::GraphInfo& g : reply.graphs()) {
     graphs.push_back(g.compiled_model_name());
     file_bytes += g.file_bytes();
+    if (!g.codec().empty() &&
+        std::find(codecs.begin(), codecs.end(), g.codec()) == codecs.end()) {
+      codecs.push_back(g.codec());
+    }
   }
-  text += Field("graphs",
-                absl::StrFormat("%s (%s GiB in files)",
-                                absl::StrJoin(graphs, ", "), GiB(file_bytes)));
-  absl::StrAppend(&text, "\nmemory per node and chiplet in GiB, KV at ",
+  std::string graph_text = absl::StrFormat(
+      "%s (%s GiB in files", absl::StrJoin(graphs, ", "), GiB(file_bytes));
+  if (!codecs.empty()) {
+    absl::StrAppend(&graph_text, "; codec ", absl::StrJoin(codecs, ", "));
+  }
+  text += Field("graphs", graph_text + ")");
+  absl::StrAppend(&text,
+                  reply.memory_per_node()
+                      ? "\nmemory per node in GiB, KV at "
+                      : "\nmemory per node and chiplet in GiB, KV at ",
                   reply.kvcache_num_blocks(), " blocks:\n");
   std::vector<std::vector<std::string>> rows;
   for (const v1::BucketPlan& b : reply.buckets()) {

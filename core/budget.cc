@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/status_macros.h"
 #include "core/text.h"
 
 namespace rbln {
@@ -320,11 +321,25 @@ MemoryBudget MemoryBudget::Bytes(uint64_t bytes) {
 
 absl::StatusOr<uint64_t> MemoryBudget::PerChipletBytes(
     const DeviceSpec& device) const {
-  if (is_fraction_) {
-    // numerator <= denominator keeps the quotient within 64 bits.
-    return absl::Uint128Low64(absl::uint128(numerator_) *
-                              device.AvailablePerChiplet() / denominator_);
-  }
+  if (is_fraction_) return FractionOf(device.AvailablePerChiplet());
+  RBLN_RETURN_IF_ERROR(CheckBytesFit(device));
+  return bytes_ / device.chiplets_per_node;
+}
+
+absl::StatusOr<uint64_t> MemoryBudget::PerNodeBytes(
+    const DeviceSpec& device) const {
+  if (is_fraction_) return FractionOf(device.AvailablePerNode());
+  RBLN_RETURN_IF_ERROR(CheckBytesFit(device));
+  return bytes_;
+}
+
+uint64_t MemoryBudget::FractionOf(uint64_t available) const {
+  // numerator <= denominator keeps the quotient within 64 bits.
+  return absl::Uint128Low64(absl::uint128(numerator_) * available /
+                            denominator_);
+}
+
+absl::Status MemoryBudget::CheckBytesFit(const DeviceSpec& device) const {
   if (bytes_ > device.AvailablePerNode()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "memory budget of ", DescribeBytes(bytes_), " exceeds the ",
@@ -332,7 +347,7 @@ absl::StatusOr<uint64_t> MemoryBudget::PerChipletBytes(
         device.family,
         " device; give at most that many bytes, or a fraction like 0.8"));
   }
-  return bytes_ / device.chiplets_per_node;
+  return absl::OkStatus();
 }
 
 std::string MemoryBudget::ToString() const {

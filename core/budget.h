@@ -54,12 +54,21 @@ class MemoryBudget {
   // both numbers.
   absl::StatusOr<uint64_t> PerChipletBytes(const DeviceSpec& device) const;
 
+  // The budget of one whole node of `device` (for memory reported per node):
+  //   fraction f: floor(f * device.AvailablePerNode())
+  //   bytes X:    X
+  // with the same check as PerChipletBytes.
+  absl::StatusOr<uint64_t> PerNodeBytes(const DeviceSpec& device) const;
+
   // A canonical human form: "80%" for fractions (up to 18 decimals, trailing
   // zeros removed), "10000000000 bytes" for byte budgets.
   std::string ToString() const;
 
  private:
   MemoryBudget() = default;
+  uint64_t FractionOf(uint64_t available) const;
+  absl::Status CheckBytesFit(const DeviceSpec& device) const;
+
   bool is_fraction_ = true;
   uint64_t numerator_ = 1;
   uint64_t denominator_ = 1;

@@ -94,6 +94,10 @@ struct FileStat {
   uint64_t nlink;
   uint32_t uid;
   uint32_t gid;
+  // Last change of the contents, and of the inode (nanoseconds since the
+  // epoch): with device, inode and size, what tells that a file changed.
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
 };
 
 // Who owns a file and with which permission bits.

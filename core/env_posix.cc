@@ -400,6 +400,10 @@ class PosixEnv : public Env {
     return entries;
   }
 
+  static int64_t TimeNs(const struct timespec& ts) {
+    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  }
+
   absl::StatusOr<FileStat> Stat(const std::string& path) override {
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("stat", path));
     struct stat st;
@@ -413,7 +417,9 @@ class PosixEnv : public Env {
                     static_cast<uint64_t>(st.st_ino),
                     static_cast<uint64_t>(st.st_nlink),
                     static_cast<uint32_t>(st.st_uid),
-                    static_cast<uint32_t>(st.st_gid)};
+                    static_cast<uint32_t>(st.st_gid),
+                    TimeNs(st.st_mtim),
+                    TimeNs(st.st_ctim)};
   }
 
   absl::Status CreateDir(const std::string& path) override {

@@ -267,13 +267,14 @@ grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
       !auth.ok()) {
     return log.Finish(auth.status());
   }
-  absl::StatusOr<Artifact> artifact = store_->Read(req->artifact());
-  if (!artifact.ok()) return log.Finish(artifact.status());
+  absl::StatusOr<ArtifactSummary> summary =
+      store_->ReadSummary(req->artifact());
+  if (!summary.ok()) return log.Finish(summary.status());
   resp->set_artifact(name);  // canonical: the read succeeded
-  resp->set_kvcache_num_blocks(artifact->current_num_blocks());
-  resp->set_compiled_num_blocks(artifact->compiled_num_blocks());
-  resp->set_num_full_blocks(artifact->config().NumFullBlocks());
-  resp->set_num_min_blocks(artifact->config().NumMinBlocks());
+  resp->set_kvcache_num_blocks(summary->config.kvcache_num_blocks);
+  resp->set_compiled_num_blocks(summary->compiled_num_blocks);
+  resp->set_num_full_blocks(summary->config.NumFullBlocks());
+  resp->set_num_min_blocks(summary->config.NumMinBlocks());
   return log.Finish(absl::OkStatus());
 }
 
@@ -448,7 +449,10 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
   resp->set_cls_name(config.cls_name);
   resp->set_npu(artifact->npu());
   resp->set_num_nodes(artifact->num_nodes());
-  resp->set_chiplets_per_node(artifact->chiplets_per_node());
+  resp->set_chiplets_per_node(artifact->buckets_per_node());
+  resp->set_memory_per_node(artifact->granularity() ==
+                            BucketGranularity::kNode);
+  resp->set_submodule(artifact->submodule());
   resp->set_attn_impl(config.attn_impl);
   resp->set_max_seq_len(config.max_seq_len);
   resp->set_kvcache_block_size(config.kvcache_block_size);
@@ -457,9 +461,8 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
   resp->set_compiled_num_blocks(artifact->compiled_num_blocks());
   resp->set_num_full_blocks(config.NumFullBlocks());
   resp->set_num_min_blocks(config.NumMinBlocks());
-  for (const v1::KvTensor& t :
-       artifact->prefill().container.header.kv_tensors()) {
-    if (t.resizable()) {
+  for (const KvTensor& t : artifact->kv_tensors()) {
+    if (t.resizable) {
       resp->set_resizable_kv_tensors(resp->resizable_kv_tensors() + 1);
     } else {
       resp->set_fixed_kv_tensors(resp->fixed_kv_tensors() + 1);
@@ -467,10 +470,11 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
   }
   for (const ContainerFile& file : artifact->containers()) {
     v1::GraphInfo* graph = resp->add_graphs();
-    graph->set_compiled_model_name(file.container.header.compiled_model_name());
+    graph->set_compiled_model_name(file.graph_name());
     graph->set_file_name(file.file_name);
-    graph->set_payload_bytes(file.container.preamble.payload_length);
-    graph->set_file_bytes(file.container.file_size);
+    graph->set_payload_bytes(file.facts->payload_bytes);
+    graph->set_file_bytes(file.stat.size);
+    graph->set_codec(file.codec->name());
   }
   absl::StatusOr<DramChoice> device = store_->DeviceFor(*artifact);
   if (!device.ok()) {
@@ -523,17 +527,17 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
           "the directory to read or change it");
       continue;
     }
-    absl::StatusOr<Artifact> artifact = store_->Read(name);
+    absl::StatusOr<ArtifactSummary> artifact = store_->ReadSummary(name);
     if (!artifact.ok()) {
       summary->set_error(WireText(
           absl::StrCat(absl::StatusCodeToString(artifact.status().code()), ": ",
                        artifact.status().message())));
       continue;
     }
-    summary->set_kvcache_num_blocks(artifact->current_num_blocks());
-    summary->set_npu(artifact->npu());
-    summary->set_num_nodes(artifact->num_nodes());
-    summary->set_cls_name(artifact->config().cls_name);
+    summary->set_kvcache_num_blocks(artifact->config.kvcache_num_blocks);
+    summary->set_npu(artifact->npu);
+    summary->set_num_nodes(artifact->config.num_devices);
+    summary->set_cls_name(artifact->config.cls_name);
   }
   return log.Finish(absl::OkStatus());
 }

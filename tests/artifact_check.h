@@ -22,6 +22,7 @@
 #include "absl/types/span.h"
 #include "core/env.h"
 #include "core/format/artifact.h"
+#include "core/format/builtin_codec.h"
 #include "core/format/rbln_config.h"
 #include "core/resize/rescale.h"
 #include "core/store/store.h"
@@ -91,9 +92,10 @@ inline ArtifactBaseline TakeBaseline(const std::string& dir) {
   }
   base.num_blocks = artifact->current_num_blocks();
   for (const ContainerFile& c : artifact->containers()) {
-    base.headers[c.file_name] = c.container.header;
+    const Container container = rbln::testing::ContainerOf(c);
+    base.headers[c.file_name] = container.header;
     base.payload_hashes[c.file_name] =
-        HashPayload(JoinPath(dir, c.file_name), c.container);
+        HashPayload(JoinPath(dir, c.file_name), container);
   }
   base.companions = CompanionHashes(*artifact);
   return base;
@@ -121,17 +123,22 @@ inline uint64_t CheckResizedArtifact(const std::string& dir,
       ADD_FAILURE() << dir << ": unexpected container " << c.file_name;
       continue;
     }
+    RescaleFactors factors;
+    for (const v1::KvTensor& t : it->second.kv_tensors()) {
+      if (t.resizable()) factors[t.name()] = {count, base.num_blocks};
+    }
     absl::StatusOr<v1::ContainerHeader> expected =
-        RescaleHeader(it->second, base.num_blocks, count, c.file_name);
+        RescaleHeader(it->second, factors, c.file_name);
+    const Container container = rbln::testing::ContainerOf(c);
     if (!expected.ok()) {
       ADD_FAILURE() << expected.status();
     } else {
       EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
-          c.container.header, *expected))
+          container.header, *expected))
           << dir << "/" << c.file_name << " does not declare " << count
           << " blocks";
     }
-    EXPECT_EQ(HashPayload(JoinPath(dir, c.file_name), c.container),
+    EXPECT_EQ(HashPayload(JoinPath(dir, c.file_name), container),
               base.payload_hashes.at(c.file_name))
         << dir << "/" << c.file_name << ": payload bytes changed";
   }

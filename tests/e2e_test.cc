@@ -401,11 +401,12 @@ TEST_F(E2eTest, DescribeVerifyFindsACorruptPayload) {
   absl::StatusOr<Artifact> artifact = Artifact::Open(Env::Default(), dir);
   ASSERT_TRUE(artifact.ok()) << artifact.status();
   const ContainerFile& prefill = artifact->prefill();
-  ASSERT_GT(prefill.container.preamble.payload_length, 0u);
+  ASSERT_GT(rbln::testing::ContainerOf(prefill).preamble.payload_length, 0u);
   const std::string path = dir + "/" + prefill.file_name;
   std::string bytes = ReadFileOrDie(path);
-  bytes[prefill.container.preamble.payload_offset +
-        prefill.container.preamble.payload_length / 2] ^= 0x5a;
+  bytes[rbln::testing::ContainerOf(prefill).preamble.payload_offset +
+        rbln::testing::ContainerOf(prefill).preamble.payload_length / 2] ^=
+      0x5a;
   rbln::testing::WriteFileOrDie(path, bytes);
 
   // Opening reads headers only; --verify reads every payload.

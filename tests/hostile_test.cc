@@ -556,7 +556,8 @@ TEST_F(HostileTest, CorruptPayloadIsNeverCopiedSilently) {
   const ContainerFile& prefill = artifact->prefill();
   const std::string path = dir + "/" + prefill.file_name;
   std::string bytes = ReadFileOrDie(path);
-  bytes[prefill.container.preamble.payload_offset + 7] ^= 0x01;
+  bytes[rbln::testing::ContainerOf(prefill).preamble.payload_offset + 7] ^=
+      0x01;
   WriteFileOrDie(path, bytes);
   ASSERT_NO_FATAL_FAILURE(Start());
   const Snapshot before = Take();

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/device/device_spec.h"
+#include "core/format/builtin_codec.h"
 #include "core/format/container.h"
 #include "core/format/rbln_config.h"
 #include "core/resize/fit.h"
@@ -542,10 +543,18 @@ absl::StatusOr<SynthResult> WriteSyntheticArtifact(Env* env,
 
   uint64_t num_blocks = spec.kvcache_num_blocks;
   if (num_blocks == 0) {
-    std::vector<const v1::ContainerHeader*> pointers;
-    for (const v1::ContainerHeader& h : headers) pointers.push_back(&h);
+    std::vector<ContainerFacts> facts;
+    for (const v1::ContainerHeader& h : headers) {
+      facts.push_back(FactsOfHeader(h));
+    }
+    std::vector<const ContainerFacts*> pointers;
+    for (const ContainerFacts& f : facts) pointers.push_back(&f);
+    std::vector<KvTensor> kv;
+    for (const KvTensorFacts& t : facts[0].kv_tensors) {
+      kv.push_back({t.name, t.resizable.value_or(false), t.bytes});
+    }
     const MemoryModel model =
-        BuildMemoryModel(pointers, headers[0], 1, result.num_full_blocks);
+        BuildMemoryModel(pointers, kv, 1, result.num_full_blocks);
     num_blocks = FitModel(model, device.AvailablePerChiplet()).num_blocks;
     const uint64_t min_blocks = shape.NumMinBlocks();
     if (num_blocks < min_blocks) {
@@ -557,7 +566,11 @@ absl::StatusOr<SynthResult> WriteSyntheticArtifact(Env* env,
   }
   result.kvcache_num_blocks = num_blocks;
   for (v1::ContainerHeader& h : headers) {
-    RBLN_ASSIGN_OR_RETURN(h, RescaleHeader(h, 1, num_blocks, "synthetic"));
+    RescaleFactors factors;
+    for (const v1::KvTensor& t : h.kv_tensors()) {
+      if (t.resizable()) factors[t.name()] = {num_blocks, 1};
+    }
+    RBLN_ASSIGN_OR_RETURN(h, RescaleHeader(h, factors, "synthetic"));
     h.mutable_kv_resize()->set_compiled_num_blocks(num_blocks);
   }
 

@@ -75,11 +75,12 @@ TEST_P(PresetTest, OpensCleanlyWithNumbersFromItsShapes) {
 
   uint64_t payload = 0;
   for (const ContainerFile& f : a->containers()) {
-    payload += f.container.preamble.payload_length;
-    for (const v1::KvTensor& t : f.container.header.kv_tensors()) {
+    const Container container = rbln::testing::ContainerOf(f);
+    payload += container.preamble.payload_length;
+    for (const v1::KvTensor& t : container.header.kv_tensors()) {
       EXPECT_EQ(t.placements_size(), static_cast<int>(spec->num_devices));
       for (const v1::Placement& p : t.placements()) {
-        EXPECT_EQ(p.chiplet(), t.layer_index() % a->chiplets_per_node());
+        EXPECT_EQ(p.chiplet(), t.layer_index() % a->buckets_per_node());
         if (t.resizable()) {
           EXPECT_EQ(p.bytes(), c.per_block_per_tensor * c.compiled) << t.name();
         }
@@ -121,7 +122,8 @@ TEST(SynthTest, GemmaHasFixedSlidingWindowTensors) {
   absl::StatusOr<Artifact> a = Artifact::Open(Env::Default(), tmp.Join("g"));
   ASSERT_TRUE(a.ok());
   int fixed = 0;
-  for (const v1::KvTensor& t : a->prefill().container.header.kv_tensors()) {
+  const Container prefill = rbln::testing::ContainerOf(a->prefill());
+  for (const v1::KvTensor& t : prefill.header.kv_tensors()) {
     if (t.resizable()) continue;
     ++fixed;
     EXPECT_EQ(t.layer_index() % 2, 0u);
@@ -176,7 +178,8 @@ TEST(SynthToolTest, WritesAnArtifactAndRefusesAnExistingDirectory) {
   EXPECT_THAT(out, HasSubstr("kvcache_num_blocks"));
   absl::StatusOr<Artifact> a = Artifact::Open(Env::Default(), dir);
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->prefill().container.header.kv_tensors_size(), 32);
+  EXPECT_EQ(rbln::testing::ContainerOf(a->prefill()).header.kv_tensors_size(),
+            32);
 
   EXPECT_NE(testing::RunCommand(
                 absl::StrCat(tool, " --preset tiny --out ", dir), &out),

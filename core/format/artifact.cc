@@ -5,13 +5,17 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <tuple>
+#include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "core/error_facts.h"
+#include "core/format/builtin_codec.h"
+#include "core/format/container.h"
 #include "core/status_macros.h"
 
 namespace rbln {
@@ -24,48 +28,16 @@ absl::Status NotAnArtifact(absl::Status status) {
                         {.reason = ErrorReason::kArtifactNotFound});
 }
 
-// A KV tensor as (resizable, sorted (node, chiplet, bytes)): two containers
-// agree on a tensor when these are equal.
-using PlacementKey = std::tuple<uint32_t, uint32_t, uint64_t>;
-struct TensorShape {
-  bool resizable;
-  std::vector<PlacementKey> placements;
-  bool operator==(const TensorShape& other) const {
-    return resizable == other.resizable && placements == other.placements;
-  }
+// The directory and its rbln_config.json, read and parsed.
+struct OpenedConfig {
+  FileStat dir_stat{};
+  std::string text;
+  RblnConfig config;
+  std::string graph_dir;
 };
 
-std::map<std::string, TensorShape> KvTensorShapes(
-    const v1::ContainerHeader& header) {
-  std::map<std::string, TensorShape> shapes;
-  for (const v1::KvTensor& tensor : header.kv_tensors()) {
-    TensorShape& shape = shapes[tensor.name()];
-    shape.resizable = tensor.resizable();
-    for (const v1::Placement& p : tensor.placements()) {
-      shape.placements.emplace_back(p.node(), p.chiplet(), p.bytes());
-    }
-    std::sort(shape.placements.begin(), shape.placements.end());
-  }
-  return shapes;
-}
-
-std::string DescribeShape(const TensorShape& shape) {
-  std::vector<std::string> parts;
-  for (const auto& [node, chiplet, bytes] : shape.placements) {
-    parts.push_back(absl::StrCat("node ", node, " chiplet ", chiplet, ": ",
-                                 bytes, " bytes"));
-  }
-  return absl::StrCat(shape.resizable ? "resizable" : "fixed", " (",
-                      absl::StrJoin(parts, ", "), ")");
-}
-
-}  // namespace
-
-absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
-                                        const ArtifactOptions& options) {
-  Artifact artifact;
-  artifact.dir_ = dir;
-
+absl::StatusOr<OpenedConfig> OpenConfig(Env* env, const std::string& dir) {
+  OpenedConfig opened;
   absl::StatusOr<FileStat> dir_stat = env->Stat(dir);
   if (absl::IsNotFound(dir_stat.status())) {
     return NotAnArtifact(
@@ -79,7 +51,7 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
     return NotAnArtifact(absl::NotFoundError(
         absl::StrCat("no artifact directory at ", dir, " (not a directory)")));
   }
-  artifact.dir_stat_ = *dir_stat;
+  opened.dir_stat = *dir_stat;
   const std::string config_path = JoinPath(dir, kRblnConfigFileName);
   absl::StatusOr<std::string> text =
       env->ReadFileToString(config_path, kMaxConfigBytes);
@@ -88,101 +60,259 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
         dir, " is not a compiled artifact: it has no ", kRblnConfigFileName)));
   }
   RBLN_RETURN_IF_ERROR(text.status());
-  artifact.config_text_ = *std::move(text);
-  RBLN_ASSIGN_OR_RETURN(artifact.config_,
-                        ParseRblnConfig(artifact.config_text_, config_path));
+  opened.text = *std::move(text);
+  RBLN_ASSIGN_OR_RETURN(opened.config,
+                        ParseRblnConfig(opened.text, config_path));
+  opened.graph_dir = opened.config.decoder_submodule.empty()
+                         ? dir
+                         : JoinPath(dir, opened.config.decoder_submodule);
+  return opened;
+}
 
-  RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env->ListDir(dir));
-  for (const DirEntry& entry : entries) {
-    if (entry.name == kRblnConfigFileName) continue;
-    if (!absl::EndsWith(entry.name, kContainerExtension)) {
-      artifact.companions_.push_back(entry.name);
-      continue;
-    }
-    const std::string path = JoinPath(dir, entry.name);
-    // Refuses anything but a regular file, saying what it is.
-    RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
-                          env->NewRandomAccessFile(path));
-    RBLN_ASSIGN_OR_RETURN(Container container, ReadContainer(*file));
-    if (options.verify_payload) {
-      RBLN_RETURN_IF_ERROR(VerifyPayload(*file, container));
-    }
-    const std::string expected_name = absl::StrCat(
-        container.header.compiled_model_name(), kContainerExtension);
-    if (entry.name != expected_name) {
-      return absl::DataLossError(
-          absl::StrCat(path, " holds compiled graph '",
-                       container.header.compiled_model_name(),
-                       "', expected a file named ", expected_name));
-    }
-    artifact.containers_.push_back({entry.name, std::move(container)});
+// The first bytes of `path`, enough to tell the built-in container.
+absl::StatusOr<std::string> Sniff(Env* env, const std::string& path) {
+  // Refuses anything but a regular file, saying what it is.
+  RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
+                        env->NewRandomAccessFile(path));
+  std::string bytes(kCodecSniffBytes, '\0');
+  RBLN_ASSIGN_OR_RETURN(
+      size_t n, file->ReadAt(0, absl::MakeSpan(bytes.data(), bytes.size())));
+  bytes.resize(n);
+  return bytes;
+}
+
+// The codec for a file that starts with `first_bytes`.
+absl::StatusOr<ContainerCodec*> ChooseCodec(const std::string& path,
+                                            absl::string_view first_bytes,
+                                            ContainerCodec* external) {
+  if (LooksLikeBuiltinContainer(first_bytes)) return BuiltinContainerCodec();
+  if (external != nullptr) return external;
+  return absl::FailedPreconditionError(absl::StrCat(
+      path, " is not an .rbln container of this project (it starts with \"",
+      absl::CHexEscape(first_bytes),
+      "\"), and no external codec is configured to read it. For a model "
+      "compiled by rebel-compiler, start rbln-artifactd with --codec-command "
+      "running the rebel adapter (rbln_codec_rebel.py) on a host where "
+      "rebel-compiler is installed; see docs/real-artifacts.md"));
+}
+
+// Inspects `path` with `codec`, through `cache` when given: a file whose
+// identity is unchanged since it was inspected is not read again.
+absl::StatusOr<std::shared_ptr<const ContainerFacts>> InspectCached(
+    Env* env, const std::string& path, const FileStat& before,
+    ContainerCodec* codec, InspectCache* cache) {
+  const std::string codec_name = codec->name();
+  const FileIdentity id = FileIdentity::Of(before);
+  if (cache != nullptr) {
+    if (auto facts = cache->Find(codec_name, id)) return facts;
   }
-  if (artifact.containers_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        dir, " has no compiled graphs (*.rbln): nothing to resize"));
+  RBLN_ASSIGN_OR_RETURN(ContainerFacts facts, codec->Inspect(env, path));
+  auto shared = std::make_shared<const ContainerFacts>(std::move(facts));
+  if (cache != nullptr) {
+    // Kept only when the file did not change while it was read.
+    absl::StatusOr<FileStat> after = env->Stat(path);
+    if (after.ok() && FileIdentity::Of(*after) == id) {
+      cache->Insert(codec_name, id, shared);
+    }
   }
-  const auto prefill = std::find_if(
-      artifact.containers_.begin(), artifact.containers_.end(),
-      [](const ContainerFile& f) {
-        return f.container.header.compiled_model_name() == kPrefillGraphName;
-      });
-  if (prefill == artifact.containers_.end()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(dir,
-                     " has no prefill graph (prefill.rbln); only decoder-only "
-                     "artifacts with a prefill graph can be resized"));
+  return shared;
+}
+
+std::string DescribeBytes(const std::vector<uint64_t>& bytes,
+                          uint32_t buckets_per_node, BucketGranularity g) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    parts.push_back(g == BucketGranularity::kNode
+                        ? absl::StrCat("node ", i, ": ", bytes[i])
+                        : absl::StrCat("node ", i / buckets_per_node,
+                                       " chiplet ", i % buckets_per_node, ": ",
+                                       bytes[i]));
   }
-  artifact.prefill_index_ =
-      static_cast<size_t>(prefill - artifact.containers_.begin());
-  artifact.npu_ = artifact.config_.npu.empty()
-                      ? artifact.prefill().container.header.npu()
-                      : artifact.config_.npu;
+  return absl::StrCat("(", absl::StrJoin(parts, ", "), " bytes)");
+}
+
+const char* GranularityName(BucketGranularity g) {
+  return g == BucketGranularity::kNode ? "per node" : "per chiplet";
+}
+
+}  // namespace
+
+std::string ContainerFile::graph_name() const {
+  return std::string(
+      absl::StripSuffix(absl::string_view(file_name), kContainerExtension));
+}
+
+absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
+                                        const ArtifactOptions& options) {
+  Artifact artifact;
+  artifact.dir_ = dir;
+  RBLN_ASSIGN_OR_RETURN(OpenedConfig opened, OpenConfig(env, dir));
+  artifact.dir_stat_ = opened.dir_stat;
+  artifact.config_text_ = std::move(opened.text);
+  artifact.config_ = std::move(opened.config);
+  artifact.graph_dir_ = std::move(opened.graph_dir);
+  RBLN_RETURN_IF_ERROR(
+      RequireCacheMetas(artifact.config_, JoinPath(dir, kRblnConfigFileName)));
+  RBLN_RETURN_IF_ERROR(artifact.ReadGraphs(env, options));
   RBLN_RETURN_IF_ERROR(artifact.CheckAgreement());
   return artifact;
 }
 
+absl::Status Artifact::ReadGraphs(Env* env, const ArtifactOptions& options) {
+  const std::string& sub = config_.decoder_submodule;
+  if (!sub.empty()) {
+    // The top directory: everything but the config and the decoder's
+    // directory is a companion (other submodules included).
+    RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> top, env->ListDir(dir_));
+    bool found = false;
+    for (const DirEntry& entry : top) {
+      if (entry.name == kRblnConfigFileName) continue;
+      if (entry.name == sub) {
+        found = entry.type == FileType::kDirectory;
+        continue;
+      }
+      companions_.push_back(entry.name);
+    }
+    if (!found) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          JoinPath(dir_, kRblnConfigFileName), " keeps its decoder under '",
+          sub, "', but ", graph_dir_,
+          " is not a directory; optimum-rbln saves a submodule's graphs "
+          "there: copy the whole saved directory"));
+    }
+    const std::string sub_config = JoinPath(graph_dir_, kRblnConfigFileName);
+    absl::StatusOr<std::string> text =
+        env->ReadFileToString(sub_config, kMaxConfigBytes);
+    if (text.ok()) {
+      RBLN_ASSIGN_OR_RETURN(RblnConfig own, ParseRblnConfig(*text, sub_config));
+      if (own.kvcache_num_blocks != config_.kvcache_num_blocks) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            sub_config, " says kvcache_num_blocks ", own.kvcache_num_blocks,
+            " but '", sub, "' in ", JoinPath(dir_, kRblnConfigFileName),
+            " says ", config_.kvcache_num_blocks,
+            "; the two copies disagree (was one edited by hand?): make them "
+            "equal, or save the model again"));
+      }
+      submodule_config_text_ = *std::move(text);
+    } else if (!absl::IsNotFound(text.status())) {
+      return text.status();
+    }
+  }
+
+  RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries,
+                        env->ListDir(graph_dir_));
+  for (const DirEntry& entry : entries) {
+    if (entry.name == kRblnConfigFileName) continue;
+    if (!absl::EndsWith(entry.name, kContainerExtension)) {
+      (sub.empty() ? companions_ : submodule_companions_).push_back(entry.name);
+      continue;
+    }
+    ContainerFile file;
+    file.file_name = entry.name;
+    file.path = JoinPath(graph_dir_, entry.name);
+    RBLN_ASSIGN_OR_RETURN(file.stat, env->Stat(file.path));
+    RBLN_ASSIGN_OR_RETURN(std::string first_bytes, Sniff(env, file.path));
+    RBLN_ASSIGN_OR_RETURN(file.codec, ChooseCodec(file.path, first_bytes,
+                                                  options.external_codec));
+    RBLN_ASSIGN_OR_RETURN(file.facts,
+                          InspectCached(env, file.path, file.stat, file.codec,
+                                        options.inspect_cache));
+    const std::string& graph = file.facts->compiled_model_name;
+    if (!graph.empty() && graph != file.graph_name()) {
+      return absl::DataLossError(absl::StrCat(
+          file.path, " holds compiled graph '", graph,
+          "', expected a file named ", graph, kContainerExtension));
+    }
+    containers_.push_back(std::move(file));
+  }
+  if (options.verify_payload) RBLN_RETURN_IF_ERROR(VerifyPayloads(env, *this));
+  if (containers_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        graph_dir_, " has no compiled graphs (*.rbln): nothing to resize"));
+  }
+  const auto prefill = std::find_if(
+      containers_.begin(), containers_.end(), [](const ContainerFile& f) {
+        return f.graph_name() == kPrefillGraphName;
+      });
+  if (prefill == containers_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(graph_dir_,
+                     " has no prefill graph (prefill.rbln); only decoder-only "
+                     "artifacts with a prefill graph can be resized"));
+  }
+  prefill_index_ = static_cast<size_t>(prefill - containers_.begin());
+  const ContainerFacts& facts = *this->prefill().facts;
+  npu_ = !config_.npu.empty() ? config_.npu : facts.npu;
+  std::map<std::string, bool> resizable;
+  for (const KvcacheMeta& meta : config_.kvcache_metas) {
+    resizable[meta.name] = meta.Resizable();
+  }
+  for (const KvTensorFacts& tensor : facts.kv_tensors) {
+    auto it = resizable.find(tensor.name);
+    kv_tensors_.push_back(
+        {tensor.name,
+         it != resizable.end() ? it->second : tensor.resizable.value_or(false),
+         tensor.bytes});
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Artifact::CheckAgreement() const {
   const ContainerFile& reference = prefill();
-  const v1::ContainerHeader& ref = reference.container.header;
-  const std::map<std::string, TensorShape> ref_shapes = KvTensorShapes(ref);
-  const std::string ref_path = JoinPath(dir_, reference.file_name);
+  const ContainerFacts& ref = *reference.facts;
+  const std::string& ref_path = reference.path;
+  std::map<std::string, const KvTensorFacts*> ref_tensors;
+  for (const KvTensorFacts& t : ref.kv_tensors) ref_tensors[t.name] = &t;
 
   for (const ContainerFile& file : containers_) {
-    const v1::ContainerHeader& header = file.container.header;
-    const std::string path = JoinPath(dir_, file.file_name);
-    if (!absl::EqualsIgnoreCase(header.npu(), ref.npu()) ||
-        header.num_nodes() != ref.num_nodes() ||
-        header.chiplets_per_node() != ref.chiplets_per_node()) {
+    const ContainerFacts& facts = *file.facts;
+    const std::string& path = file.path;
+    const bool npu_differs = !facts.npu.empty() && !ref.npu.empty() &&
+                             !absl::EqualsIgnoreCase(facts.npu, ref.npu);
+    if (npu_differs || facts.granularity != ref.granularity ||
+        facts.num_nodes != ref.num_nodes ||
+        facts.buckets_per_node != ref.buckets_per_node) {
       return absl::DataLossError(absl::StrCat(
-          "inconsistent artifact: ", path, " targets ", header.npu(), " with ",
-          header.num_nodes(), " node(s) x ", header.chiplets_per_node(),
-          " chiplet(s) but ", ref_path, " targets ", ref.npu(), " with ",
-          ref.num_nodes(), " x ", ref.chiplets_per_node()));
+          "inconsistent artifact: ", path, " targets ",
+          facts.npu.empty() ? "its NPU" : facts.npu, " with ", facts.num_nodes,
+          " node(s) x ", facts.buckets_per_node, " bucket(s) ",
+          GranularityName(facts.granularity), " but ", ref_path, " targets ",
+          ref.npu.empty() ? "its NPU" : ref.npu, " with ", ref.num_nodes, " x ",
+          ref.buckets_per_node, " ", GranularityName(ref.granularity)));
     }
-    if (header.kv_resize().compiled_num_blocks() !=
-        ref.kv_resize().compiled_num_blocks()) {
-      return absl::DataLossError(absl::StrCat(
-          "inconsistent artifact: ", path, " was compiled with ",
-          header.kv_resize().compiled_num_blocks(), " KV-cache blocks but ",
-          ref_path, " with ", ref.kv_resize().compiled_num_blocks()));
+    if (facts.compiled_num_blocks != 0 && ref.compiled_num_blocks != 0 &&
+        facts.compiled_num_blocks != ref.compiled_num_blocks) {
+      return absl::DataLossError(
+          absl::StrCat("inconsistent artifact: ", path, " was compiled with ",
+                       facts.compiled_num_blocks, " KV-cache blocks but ",
+                       ref_path, " with ", ref.compiled_num_blocks));
     }
-    const std::map<std::string, TensorShape> shapes = KvTensorShapes(header);
-    for (const auto& [name, shape] : shapes) {
-      auto it = ref_shapes.find(name);
-      if (it == ref_shapes.end()) {
+    std::set<std::string> seen;
+    for (const KvTensorFacts& tensor : facts.kv_tensors) {
+      seen.insert(tensor.name);
+      auto it = ref_tensors.find(tensor.name);
+      if (it == ref_tensors.end()) {
         return absl::DataLossError(absl::StrCat(
-            "inconsistent artifact: ", path, " declares KV tensor '", name,
-            "' that ", ref_path, " does not"));
+            "inconsistent artifact: ", path, " declares KV tensor '",
+            tensor.name, "' that ", ref_path, " does not"));
       }
-      if (!(it->second == shape)) {
-        return absl::DataLossError(
-            absl::StrCat("inconsistent artifact: KV tensor '", name, "' is ",
-                         DescribeShape(shape), " in ", path, " but ",
-                         DescribeShape(it->second), " in ", ref_path));
+      const KvTensorFacts& r = *it->second;
+      const bool flag_differs = tensor.resizable.has_value() &&
+                                r.resizable.has_value() &&
+                                *tensor.resizable != *r.resizable;
+      if (tensor.bytes != r.bytes || flag_differs) {
+        return absl::DataLossError(absl::StrCat(
+            "inconsistent artifact: KV tensor '", tensor.name, "' is ",
+            tensor.resizable.value_or(true) ? "" : "fixed ",
+            DescribeBytes(tensor.bytes, facts.buckets_per_node,
+                          facts.granularity),
+            " in ", path, " but ", r.resizable.value_or(true) ? "" : "fixed ",
+            DescribeBytes(r.bytes, ref.buckets_per_node, ref.granularity),
+            " in ", ref_path));
       }
     }
-    for (const auto& [name, shape] : ref_shapes) {
-      if (shapes.count(name) == 0) {
+    for (const auto& [name, tensor] : ref_tensors) {
+      if (seen.count(name) == 0) {
         return absl::DataLossError(
             absl::StrCat("inconsistent artifact: ", path, " lacks KV tensor '",
                          name, "' that ", ref_path, " declares"));
@@ -190,49 +320,67 @@ absl::Status Artifact::CheckAgreement() const {
     }
   }
 
-  const std::string config_path = JoinPath(dir_, kRblnConfigFileName);
-  if (config_.num_devices != ref.num_nodes()) {
+  const std::string config_path =
+      JoinPath(dir_, kRblnConfigFileName) +
+      (config_.decoder_submodule.empty()
+           ? ""
+           : absl::StrCat(" ('", config_.decoder_submodule, "')"));
+  if (config_.num_devices != ref.num_nodes) {
     return absl::FailedPreconditionError(absl::StrCat(
         config_path, " says num_devices ", config_.num_devices, " but ",
-        ref_path, " was compiled for ", ref.num_nodes(), " node(s)"));
+        ref_path, " was compiled for ", ref.num_nodes, " node(s)"));
   }
-  if (!config_.npu.empty() && !absl::EqualsIgnoreCase(config_.npu, ref.npu())) {
+  if (!config_.npu.empty() && !ref.npu.empty() &&
+      !absl::EqualsIgnoreCase(config_.npu, ref.npu)) {
     return absl::FailedPreconditionError(
         absl::StrCat(config_path, " says npu ", config_.npu, " but ", ref_path,
-                     " was compiled for ", ref.npu()));
+                     " was compiled for ", ref.npu));
   }
-  if (!config_.kvcache_metas.empty()) {
-    std::set<std::string> meta_names;
-    for (const KvcacheMeta& meta : config_.kvcache_metas) {
-      meta_names.insert(meta.name);
+  const std::string& metas = config_.metas_key;
+  std::map<std::string, const KvcacheMeta*> listed;
+  for (const KvcacheMeta& meta : config_.kvcache_metas) {
+    listed[meta.name] = &meta;
+  }
+  for (const KvTensorFacts& tensor : ref.kv_tensors) {
+    auto it = listed.find(tensor.name);
+    if (it == listed.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(ref_path, " declares KV tensor '", tensor.name,
+                       "' that ", metas, " in ", config_path, " lacks"));
     }
-    for (const auto& [name, shape] : ref_shapes) {
-      if (meta_names.count(name) == 0) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(ref_path, " declares KV tensor '", name,
-                         "' that kvcache_metas in ", config_path, " lacks"));
-      }
-      meta_names.erase(name);
-    }
-    if (!meta_names.empty()) {
+    if (tensor.resizable.has_value() &&
+        *tensor.resizable != it->second->Resizable()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "kvcache_metas in ", config_path, " lists KV tensor '",
-          *meta_names.begin(), "' that ", ref_path, " does not declare"));
+          metas, " in ", config_path, " makes KV tensor '", tensor.name, "' ",
+          it->second->Resizable() ? "resizable" : "fixed", " but ", ref_path,
+          " was compiled with it ", *tensor.resizable ? "resizable" : "fixed",
+          "; the config does not belong to these graphs: save the model "
+          "again"));
     }
+    listed.erase(it);
+  }
+  if (!listed.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        metas, " in ", config_path, " lists KV tensor '", listed.begin()->first,
+        "' that ", ref_path, " does not declare"));
   }
 
   const uint64_t current = config_.kvcache_num_blocks;
   bool any_resizable = false;
-  for (const v1::KvTensor& tensor : ref.kv_tensors()) {
-    if (!tensor.resizable()) continue;
+  for (const KvTensor& tensor : kv_tensors_) {
+    if (!tensor.resizable) continue;
     any_resizable = true;
-    for (const v1::Placement& p : tensor.placements()) {
-      if (p.bytes() % current != 0) {
+    for (size_t b = 0; b < tensor.bytes.size(); ++b) {
+      if (tensor.bytes[b] % current != 0) {
         return absl::DataLossError(absl::StrCat(
-            "corrupt artifact: KV tensor '", tensor.name(), "' in ", ref_path,
-            " holds ", p.bytes(), " bytes on node ", p.node(), " chiplet ",
-            p.chiplet(), ", not a multiple of kvcache_num_blocks ", current,
-            " in ", config_path));
+            "corrupt artifact: KV tensor '", tensor.name, "' in ", ref_path,
+            " holds ", tensor.bytes[b], " bytes on node ",
+            b / ref.buckets_per_node,
+            ref.granularity == BucketGranularity::kNode
+                ? std::string()
+                : absl::StrCat(" chiplet ", b % ref.buckets_per_node),
+            ", not a multiple of kvcache_num_blocks ", current, " in ",
+            config_path));
       }
     }
   }
@@ -245,16 +393,72 @@ absl::Status Artifact::CheckAgreement() const {
   return absl::OkStatus();
 }
 
-uint32_t Artifact::num_nodes() const {
-  return prefill().container.header.num_nodes();
+uint32_t Artifact::num_nodes() const { return prefill().facts->num_nodes; }
+
+BucketGranularity Artifact::granularity() const {
+  return prefill().facts->granularity;
 }
 
-uint32_t Artifact::chiplets_per_node() const {
-  return prefill().container.header.chiplets_per_node();
+uint32_t Artifact::buckets_per_node() const {
+  return prefill().facts->buckets_per_node;
 }
 
 uint64_t Artifact::compiled_num_blocks() const {
-  return prefill().container.header.kv_resize().compiled_num_blocks();
+  return prefill().facts->compiled_num_blocks;
+}
+
+absl::StatusOr<ArtifactSummary> ReadArtifactSummary(Env* env,
+                                                    const std::string& dir) {
+  RBLN_ASSIGN_OR_RETURN(OpenedConfig opened, OpenConfig(env, dir));
+  ArtifactSummary summary;
+  summary.config = std::move(opened.config);
+  summary.npu = summary.config.npu;
+  // A graph file that is a symbolic link or a special file is refused as
+  // Open refuses it (nothing is followed or opened); what a regular one
+  // holds is the codec's business, and never an error here.
+  absl::StatusOr<std::vector<DirEntry>> entries =
+      env->ListDir(opened.graph_dir);
+  if (entries.ok()) {
+    for (const DirEntry& entry : *entries) {
+      if (entry.type == FileType::kRegular ||
+          entry.type == FileType::kDirectory ||
+          !absl::EndsWith(entry.name, kContainerExtension)) {
+        continue;
+      }
+      RBLN_RETURN_IF_ERROR(
+          env->NewRandomAccessFile(JoinPath(opened.graph_dir, entry.name))
+              .status());
+    }
+  }
+  // The built-in prefill header, when there is one: a few KiB to read.
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> file =
+      env->NewRandomAccessFile(
+          JoinPath(opened.graph_dir,
+                   absl::StrCat(kPrefillGraphName, kContainerExtension)));
+  if (!file.ok()) return summary;
+  std::string first_bytes(kCodecSniffBytes, '\0');
+  absl::StatusOr<size_t> n = (*file)->ReadAt(
+      0, absl::MakeSpan(first_bytes.data(), first_bytes.size()));
+  if (!n.ok()) return summary;
+  first_bytes.resize(*n);
+  if (!LooksLikeBuiltinContainer(first_bytes)) return summary;
+  absl::StatusOr<Container> container = ReadContainer(**file);
+  if (!container.ok()) return summary;
+  summary.compiled_num_blocks =
+      container->header.kv_resize().compiled_num_blocks();
+  if (summary.npu.empty()) summary.npu = container->header.npu();
+  return summary;
+}
+
+absl::Status VerifyPayloads(Env* env, const Artifact& artifact) {
+  for (const ContainerFile& file : artifact.containers()) {
+    if (file.codec != BuiltinContainerCodec()) continue;
+    RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> in,
+                          env->NewRandomAccessFile(file.path));
+    RBLN_ASSIGN_OR_RETURN(Container container, ReadContainer(*in));
+    RBLN_RETURN_IF_ERROR(VerifyPayload(*in, container));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace rbln

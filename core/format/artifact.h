@@ -1,22 +1,39 @@
-// Artifact: a compiled model directory (rbln_config.json, one `.rbln`
-// container per compiled graph, and companion files we never change), opened
-// and checked for internal agreement (docs/memory-model.md).
+// Artifact: a compiled model directory as optimum-rbln saves it
+// (rbln_config.json, one `.rbln` file per compiled graph, and companion files
+// we never change), opened and checked for internal agreement
+// (docs/memory-model.md, docs/real-artifacts.md).
 //
-// Opening reads rbln_config.json and the header of every container; it never
-// reads a payload unless ArtifactOptions::verify_payload is set. An Artifact
-// is a snapshot: it does not notice later changes to the directory.
+// Two layouts:
+//  * flat: the decoder's rbln_config.json and graphs in the directory;
+//  * multimodal: the parent's rbln_config.json holds the decoder's config
+//    nested under a submodule key (e.g. `language_model`), and the decoder's
+//    graphs, its own copy of that config and its config.json are in the
+//    subfolder of that name. The user names the top directory.
+//
+// The graphs are read through codecs (core/format/codec.h): this project's
+// container by the built-in codec, any other file by the external codec when
+// one is configured. Opening inspects every graph (through the inspect cache
+// when one is given) and never reads a payload unless
+// ArtifactOptions::verify_payload is set. An Artifact is a snapshot: it does
+// not notice later changes to the directory.
+//
+// ReadArtifactSummary reads rbln_config.json alone (Get and List need no
+// codec).
 //
 // Thread-safe after construction (immutable).
 #ifndef RBLN_CORE_FORMAT_ARTIFACT_H_
 #define RBLN_CORE_FORMAT_ARTIFACT_H_
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/env.h"
-#include "core/format/container.h"
+#include "core/format/codec.h"
+#include "core/format/inspect_cache.h"
 #include "core/format/rbln_config.h"
 
 namespace rbln {
@@ -28,28 +45,57 @@ inline constexpr uint64_t kMaxConfigBytes = 1 << 20;
 
 struct ContainerFile {
   std::string file_name;  // "prefill.rbln"
-  Container container;
+  std::string path;       // in Artifact::graph_dir()
+  FileStat stat{};
+  // The codec that read it (and that rescales it), and what it said.
+  ContainerCodec* codec = nullptr;
+  std::shared_ptr<const ContainerFacts> facts;
+
+  // The graph's name: the file name without ".rbln".
+  std::string graph_name() const;
+  // The bytes a rescale copies: the payload when the codec knows it, else
+  // the whole file.
+  uint64_t copy_bytes() const {
+    return facts->payload_bytes != 0 ? facts->payload_bytes : stat.size;
+  }
+};
+
+// A KV tensor of the artifact (prefill's), resizable or fixed as the config
+// (and, for the built-in container, the file) says.
+struct KvTensor {
+  std::string name;
+  bool resizable = false;
+  std::vector<uint64_t> bytes;  // per bucket, at the current count
 };
 
 struct ArtifactOptions {
-  // Also stream every payload and check its segment checksums.
+  // Also stream every payload of a built-in container and check its segment
+  // checksums (an external codec's files have none to check).
   bool verify_payload = false;
+  // Reads files the built-in codec does not recognise; null: such a file is
+  // an error that says how to configure one.
+  ContainerCodec* external_codec = nullptr;
+  // Where inspect results are kept between requests; null: none.
+  InspectCache* inspect_cache = nullptr;
 };
 
 class Artifact {
  public:
   // Opens `dir` and checks, with an error naming the file at fault:
-  //  * rbln_config.json parses (ParseRblnConfig) and at least one `*.rbln`
-  //    exists (NOT_FOUND when `dir` or the config is missing);
-  //  * every container reads (ReadContainer) and its file name is its
-  //    compiled_model_name plus ".rbln";
+  //  * rbln_config.json parses (ParseRblnConfig), lists the KV tensors
+  //    (RequireCacheMetas), and its graph directory holds at least one
+  //    `*.rbln` (NOT_FOUND when `dir` or the config is missing);
+  //  * for a multimodal artifact, the submodule's own rbln_config.json (when
+  //    present) agrees with the nested count;
+  //  * every graph is read by a codec; a built-in container's
+  //    compiled_model_name matches its file name;
   //  * a `prefill` graph exists (FAILED_PRECONDITION);
-  //  * all containers agree on NPU, node and chiplet counts, compiled count,
-  //    and declare the same KV tensors (name, resizable flag, bytes on each
-  //    node and chiplet) as prefill.rbln (DATA_LOSS);
+  //  * all graphs agree on granularity, node and bucket counts, NPU and
+  //    compiled count (where known), and declare the same KV tensors with the
+  //    same bytes as prefill (DATA_LOSS);
   //  * the config agrees: num_devices equals the node count, its npu (when
-  //    given) the containers', its kvcache_metas names (when given) the KV
-  //    tensor names (FAILED_PRECONDITION);
+  //    given) the graphs', its KV tensor list the tensors' names and (for the
+  //    built-in container) resizability (FAILED_PRECONDITION);
   //  * at least one KV tensor is resizable (FAILED_PRECONDITION) and every
   //    resizable tensor's bytes divide by the current count (DATA_LOSS).
   static absl::StatusOr<Artifact> Open(Env* env, const std::string& dir,
@@ -58,38 +104,85 @@ class Artifact {
   const std::string& dir() const { return dir_; }
   // The directory as it was opened (its device and inode name it).
   const FileStat& dir_stat() const { return dir_stat_; }
+  // The decoder's config (for a multimodal artifact, the nested one).
   const RblnConfig& config() const { return config_; }
-  // The exact text of rbln_config.json as read.
+  // The exact text of rbln_config.json (the top directory's) as read.
   const std::string& config_text() const { return config_text_; }
+  // "" for a flat artifact, else the submodule holding the decoder.
+  const std::string& submodule() const { return config_.decoder_submodule; }
+  // Where the graphs are: dir(), or dir()/submodule().
+  const std::string& graph_dir() const { return graph_dir_; }
+  // The submodule's own rbln_config.json, when it has one.
+  const std::optional<std::string>& submodule_config_text() const {
+    return submodule_config_text_;
+  }
   // Sorted by file name.
   const std::vector<ContainerFile>& containers() const { return containers_; }
   const ContainerFile& prefill() const { return containers_[prefill_index_]; }
-  // Names of the entries of dir() that are neither rbln_config.json nor a
-  // container (config.json, tokenizer files, ...), sorted.
+  // prefill's KV tensors, in its order.
+  const std::vector<KvTensor>& kv_tensors() const { return kv_tensors_; }
+  // Entries of dir() that are neither rbln_config.json, nor a graph, nor the
+  // submodule's directory (config.json, tokenizer files, another
+  // submodule's directory, ...), sorted.
   const std::vector<std::string>& companion_files() const {
     return companions_;
   }
+  // Entries of graph_dir() other than graphs and its rbln_config.json, for a
+  // multimodal artifact; empty for a flat one.
+  const std::vector<std::string>& submodule_companion_files() const {
+    return submodule_companions_;
+  }
 
-  // The target NPU: the config's when it names one, else the containers'.
+  // The target NPU: the config's when it names one, else the graphs' when a
+  // codec knows it, else "".
   const std::string& npu() const { return npu_; }
   uint32_t num_nodes() const;
-  uint32_t chiplets_per_node() const;
+  BucketGranularity granularity() const;
+  // Buckets per node: chiplets per node, or 1 for BucketGranularity::kNode.
+  uint32_t buckets_per_node() const;
   uint64_t current_num_blocks() const { return config_.kvcache_num_blocks; }
+  // The count the graphs were compiled with; 0 when no codec can tell.
   uint64_t compiled_num_blocks() const;
 
  private:
   Artifact() = default;
+  absl::Status ReadGraphs(Env* env, const ArtifactOptions& options);
   absl::Status CheckAgreement() const;
 
   std::string dir_;
   FileStat dir_stat_{};
   RblnConfig config_;
   std::string config_text_;
+  std::string graph_dir_;
+  std::optional<std::string> submodule_config_text_;
   std::vector<ContainerFile> containers_;
   size_t prefill_index_ = 0;
+  std::vector<KvTensor> kv_tensors_;
   std::vector<std::string> companions_;
+  std::vector<std::string> submodule_companions_;
   std::string npu_;
 };
+
+// What Get and List report: rbln_config.json alone, plus what the built-in
+// codec can read cheaply from the prefill graph's header.
+struct ArtifactSummary {
+  RblnConfig config;
+  // The config's npu, else the built-in prefill header's, else "".
+  std::string npu;
+  // From the built-in prefill header; 0 when unknown (no such header).
+  uint64_t compiled_num_blocks = 0;
+};
+
+// Reads `dir`'s rbln_config.json (NOT_FOUND when `dir` or the config is
+// missing; the config's own errors as ParseRblnConfig). Never fails because
+// of a graph file: what cannot be read from one is reported unknown.
+absl::StatusOr<ArtifactSummary> ReadArtifactSummary(Env* env,
+                                                    const std::string& dir);
+
+// Streams the payload of every built-in container of `artifact` through `env`
+// and checks its segment checksums (VerifyPayload). Files of an external
+// codec have no checksums to check and are skipped.
+absl::Status VerifyPayloads(Env* env, const Artifact& artifact);
 
 }  // namespace rbln
 

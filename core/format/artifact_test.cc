@@ -68,7 +68,7 @@ TEST_F(ArtifactTest, OpensASynthesizedArtifact) {
   EXPECT_EQ(a->compiled_num_blocks(), 16u);
   EXPECT_EQ(a->npu(), "RBLN-CA12");
   EXPECT_EQ(a->num_nodes(), 1u);
-  EXPECT_EQ(a->chiplets_per_node(), 1u);
+  EXPECT_EQ(a->buckets_per_node(), 1u);
   ASSERT_EQ(a->containers().size(), 2u);
   EXPECT_EQ(a->containers()[0].file_name, "decoder_batch_2.rbln");
   EXPECT_EQ(a->prefill().file_name, "prefill.rbln");
@@ -148,9 +148,21 @@ TEST_F(ArtifactTest, NoResizableTensorIsRefused) {
       for (v1::KvTensor& t : *h->mutable_kv_tensors()) t.set_resizable(false);
     });
   }
+  EditConfig("\"is_auto\": true", "\"is_auto\": false");
   absl::Status s = OpenStatus();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("no resizable KV-cache tensor"));
+}
+
+TEST_F(ArtifactTest, ConfigAndContainerDisagreeingOnResizabilityIsRefused) {
+  for (const char* file : {"prefill.rbln", "decoder_batch_2.rbln"}) {
+    EditHeader(file, [](v1::ContainerHeader* h) {
+      for (v1::KvTensor& t : *h->mutable_kv_tensors()) t.set_resizable(false);
+    });
+  }
+  absl::Status s = OpenStatus();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("was compiled with it fixed"));
 }
 
 TEST_F(ArtifactTest, CountThatDoesNotDivideTheBytesIsCorruption) {

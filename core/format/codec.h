@@ -64,10 +64,13 @@ struct ContainerFacts {
   std::vector<AllocationFacts> other;  // sorted by key
   std::vector<KvTensorFacts> kv_tensors;
   // What only some codecs know: the graph's name ("prefill"), the target
-  // NPU, the count it was compiled with; empty or 0 when unknown.
+  // NPU, the count it was compiled with, the payload's size; empty or 0
+  // when unknown.
   std::string compiled_model_name;
   std::string npu;
   uint64_t compiled_num_blocks = 0;
+  // The bytes of program and weights the file carries; 0 when unknown.
+  uint64_t payload_bytes = 0;
 
   size_t num_buckets() const {
     return size_t{num_nodes} * size_t{buckets_per_node};

@@ -55,13 +55,16 @@ uint64_t MemoryBucket::KvBytesPerBlock() const {
   return Saturate(total);
 }
 
-MemoryModel BuildMemoryModel(
-    absl::Span<const v1::ContainerHeader* const> headers,
-    const v1::ContainerHeader& prefill, uint64_t current_num_blocks,
-    uint64_t num_full_blocks) {
+MemoryModel BuildMemoryModel(absl::Span<const ContainerFacts* const> graphs,
+                             absl::Span<const KvTensor> kv_tensors,
+                             uint64_t current_num_blocks,
+                             uint64_t num_full_blocks) {
   MemoryModel model;
-  model.num_nodes = prefill.num_nodes();
-  model.chiplets_per_node = prefill.chiplets_per_node();
+  if (graphs.empty()) return model;
+  const ContainerFacts& first = *graphs.front();
+  model.granularity = first.granularity;
+  model.num_nodes = first.num_nodes;
+  model.chiplets_per_node = first.buckets_per_node;
   model.num_full_blocks = num_full_blocks;
   for (uint32_t node = 0; node < model.num_nodes; ++node) {
     for (uint32_t chiplet = 0; chiplet < model.chiplets_per_node; ++chiplet) {
@@ -71,26 +74,22 @@ MemoryModel BuildMemoryModel(
       model.buckets.push_back(std::move(bucket));
     }
   }
-  // Placements are range-checked by ReadContainer, so the index is valid.
-  auto bucket_of = [&model](const v1::Placement& p) -> MemoryBucket& {
-    return model.buckets[p.node() * model.chiplets_per_node + p.chiplet()];
-  };
-  for (const v1::ContainerHeader* header : headers) {
-    for (const v1::Allocation& allocation : header->allocations()) {
-      for (const v1::Placement& p : allocation.placements()) {
-        MemoryBucket& bucket = bucket_of(p);
-        bucket.other_bytes =
-            Saturate(absl::uint128(bucket.other_bytes) + p.bytes());
-      }
+  // Every graph has the same buckets (Artifact::Open checks it).
+  for (const ContainerFacts* graph : graphs) {
+    for (size_t b = 0; b < model.buckets.size(); ++b) {
+      MemoryBucket& bucket = model.buckets[b];
+      bucket.other_bytes =
+          Saturate(absl::uint128(bucket.other_bytes) + graph->OtherBytes(b));
     }
   }
-  for (const v1::KvTensor& tensor : prefill.kv_tensors()) {
-    for (const v1::Placement& p : tensor.placements()) {
-      MemoryBucket& bucket = bucket_of(p);
-      if (tensor.resizable()) {
-        bucket.kv_per_block.push_back(p.bytes() / current_num_blocks);
+  for (const KvTensor& tensor : kv_tensors) {
+    for (size_t b = 0; b < model.buckets.size() && b < tensor.bytes.size();
+         ++b) {
+      if (tensor.resizable) {
+        model.buckets[b].kv_per_block.push_back(tensor.bytes[b] /
+                                                current_num_blocks);
       } else {
-        bucket.kv_fixed.push_back(p.bytes());
+        model.buckets[b].kv_fixed.push_back(tensor.bytes[b]);
       }
     }
   }
@@ -98,11 +97,11 @@ MemoryModel BuildMemoryModel(
 }
 
 MemoryModel BuildMemoryModel(const Artifact& artifact) {
-  std::vector<const v1::ContainerHeader*> headers;
+  std::vector<const ContainerFacts*> graphs;
   for (const ContainerFile& file : artifact.containers()) {
-    headers.push_back(&file.container.header);
+    graphs.push_back(file.facts.get());
   }
-  return BuildMemoryModel(headers, artifact.prefill().container.header,
+  return BuildMemoryModel(graphs, artifact.kv_tensors(),
                           artifact.current_num_blocks(),
                           artifact.config().NumFullBlocks());
 }
@@ -173,20 +172,28 @@ FitResult FitModel(const MemoryModel& model, uint64_t budget_per_chiplet) {
 }
 
 absl::Status CheckChiplets(const Artifact& artifact, const DeviceSpec& device) {
-  if (artifact.chiplets_per_node() == device.chiplets_per_node) {
+  // Memory reported per node fits any device's node.
+  if (artifact.granularity() == BucketGranularity::kNode ||
+      artifact.buckets_per_node() == device.chiplets_per_node) {
     return absl::OkStatus();
   }
   return absl::FailedPreconditionError(absl::StrCat(
-      artifact.dir(), " was compiled for ", artifact.chiplets_per_node(),
+      artifact.dir(), " was compiled for ", artifact.buckets_per_node(),
       " chiplet(s) per node but the device (", device.family, ") has ",
       device.chiplets_per_node));
+}
+
+uint64_t AvailablePerBucket(BucketGranularity granularity,
+                            const DeviceSpec& device) {
+  return granularity == BucketGranularity::kNode ? device.AvailablePerNode()
+                                                 : device.AvailablePerChiplet();
 }
 
 absl::StatusOr<MemoryPlan> PlanMemory(const Artifact& artifact,
                                       const DeviceSpec& device) {
   RBLN_RETURN_IF_ERROR(CheckChiplets(artifact, device));
   const MemoryModel model = BuildMemoryModel(artifact);
-  const uint64_t available = device.AvailablePerChiplet();
+  const uint64_t available = AvailablePerBucket(model.granularity, device);
   MemoryPlan plan;
   plan.buckets =
       DescribeBuckets(model, available, artifact.current_num_blocks());
@@ -198,8 +205,12 @@ absl::StatusOr<FitResult> FitMemoryBudget(const Artifact& artifact,
                                           const MemoryBudget& budget,
                                           const DeviceSpec& device) {
   RBLN_RETURN_IF_ERROR(CheckChiplets(artifact, device));
-  RBLN_ASSIGN_OR_RETURN(uint64_t per_chiplet, budget.PerChipletBytes(device));
-  return FitModel(BuildMemoryModel(artifact), per_chiplet);
+  const MemoryModel model = BuildMemoryModel(artifact);
+  RBLN_ASSIGN_OR_RETURN(uint64_t per_bucket,
+                        model.granularity == BucketGranularity::kNode
+                            ? budget.PerNodeBytes(device)
+                            : budget.PerChipletBytes(device));
+  return FitModel(model, per_bucket);
 }
 
 }  // namespace rbln

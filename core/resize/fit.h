@@ -1,7 +1,9 @@
 // Fit: the largest KV-cache block count whose memory fits a budget
 // (docs/memory-model.md).
 //
-// The memory of an artifact is modelled per (node, chiplet) bucket:
+// The memory of an artifact is modelled per (node, chiplet) bucket (or per
+// node, holding the whole node's DRAM, for graphs whose compiler reported
+// memory per node only; "budget per chiplet" below is then per node):
 //   other(b)   = bytes of every allocation that is not a KV tensor, summed over
 //                all containers of the artifact;
 //   kv(b, m)   = sum over the KV tensors (taken from the prefill container,
@@ -27,6 +29,7 @@
 #include "core/budget.h"
 #include "core/device/device_spec.h"
 #include "core/format/artifact.h"
+#include "core/format/codec.h"
 
 namespace rbln {
 
@@ -47,8 +50,11 @@ struct MemoryBucket {
 };
 
 struct MemoryModel {
+  // kNode: one bucket per node (chiplet 0), holding the whole node: an
+  // older compiler reported memory per node only.
+  BucketGranularity granularity = BucketGranularity::kChiplet;
   uint32_t num_nodes = 0;
-  uint32_t chiplets_per_node = 0;
+  uint32_t chiplets_per_node = 0;  // buckets per node: 1 for kNode
   uint64_t num_full_blocks = 0;
   std::vector<MemoryBucket> buckets;  // ordered by (node, chiplet)
 };
@@ -56,13 +62,24 @@ struct MemoryModel {
 // Builds the model of `artifact` from its containers' headers.
 MemoryModel BuildMemoryModel(const Artifact& artifact);
 
-// The same from headers: `prefill` supplies the KV tensors, all `headers`
-// (prefill included) the other allocations; resizable bytes are divided by
-// `current_num_blocks` (which must divide them).
-MemoryModel BuildMemoryModel(
-    absl::Span<const v1::ContainerHeader* const> headers,
-    const v1::ContainerHeader& prefill, uint64_t current_num_blocks,
-    uint64_t num_full_blocks);
+// The same from codec facts: `kv_tensors` (prefill's) supply the KV
+// tensors, all `graphs` (prefill included, all with the same buckets) the
+// other allocations; resizable bytes are divided by `current_num_blocks`
+// (which must divide them).
+MemoryModel BuildMemoryModel(absl::Span<const ContainerFacts* const> graphs,
+                             absl::Span<const KvTensor> kv_tensors,
+                             uint64_t current_num_blocks,
+                             uint64_t num_full_blocks);
+
+// OK when the artifact's buckets can be measured against `device`: memory
+// per node, or as many chiplets per node as the device has; else
+// FAILED_PRECONDITION saying which differ.
+absl::Status CheckChiplets(const Artifact& artifact, const DeviceSpec& device);
+
+// What one bucket of `device` can hold: a chiplet's available DRAM, or a
+// node's for BucketGranularity::kNode.
+uint64_t AvailablePerBucket(BucketGranularity granularity,
+                            const DeviceSpec& device);
 
 // The numbers behind a decision, for one bucket at the chosen block count.
 struct BucketFit {

@@ -78,45 +78,6 @@ absl::Status WriteCancelled(absl::string_view when) {
       when, "; nothing was changed"));
 }
 
-namespace {
-
-absl::StatusOr<v1::ContainerHeader> RescaleHeaderUncounted(
-    const v1::ContainerHeader& header, uint64_t current, uint64_t target,
-    absl::string_view path) {
-  v1::ContainerHeader out = header;
-  for (v1::KvTensor& tensor : *out.mutable_kv_tensors()) {
-    if (!tensor.resizable()) continue;
-    for (v1::Placement& p : *tensor.mutable_placements()) {
-      if (p.bytes() % current != 0) {
-        return absl::DataLossError(absl::StrCat(
-            "corrupt artifact: KV tensor '", tensor.name(), "' in ", path,
-            " holds ", p.bytes(), " bytes on node ", p.node(), " chiplet ",
-            p.chiplet(), ", not a multiple of the current ", current,
-            " blocks"));
-      }
-      const absl::uint128 bytes = absl::uint128(p.bytes() / current) * target;
-      if (bytes > std::numeric_limits<uint64_t>::max()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(target, " blocks is too many: KV tensor '",
-                         tensor.name(), "' would exceed 2^64 bytes"));
-      }
-      p.set_bytes(static_cast<uint64_t>(bytes));
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-absl::StatusOr<v1::ContainerHeader> RescaleHeader(
-    const v1::ContainerHeader& header, uint64_t current, uint64_t target,
-    absl::string_view path) {
-  absl::StatusOr<v1::ContainerHeader> rescaled =
-      RescaleHeaderUncounted(header, current, target, path);
-  CountCodecCall(CodecOperation::kRescale, rescaled.status());
-  return rescaled;
-}
-
 absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
                                       const DeviceSpec& device) {
   const RblnConfig& config = artifact.config();
@@ -174,23 +135,35 @@ absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
   ResizePlan plan;
   plan.current_num_blocks = artifact.current_num_blocks();
   plan.target_num_blocks = target;
-  for (const ContainerFile& file : artifact.containers()) {
-    RBLN_ASSIGN_OR_RETURN(
-        v1::ContainerHeader header,
-        RescaleHeader(file.container.header, plan.current_num_blocks, target,
-                      JoinPath(artifact.dir(), file.file_name)));
-    plan.new_headers.push_back(std::move(header));
+  for (const KvTensor& tensor : artifact.kv_tensors()) {
+    if (tensor.resizable) {
+      plan.factors[tensor.name] = {target, plan.current_num_blocks};
+    }
   }
   RBLN_ASSIGN_OR_RETURN(
       plan.new_config_text,
       RewriteKvcacheNumBlocks(artifact.config_text(), target,
                               JoinPath(artifact.dir(), kRblnConfigFileName)));
+  if (artifact.submodule_config_text().has_value()) {
+    RBLN_ASSIGN_OR_RETURN(
+        plan.new_submodule_config_text,
+        RewriteKvcacheNumBlocks(
+            *artifact.submodule_config_text(), target,
+            JoinPath(artifact.graph_dir(), kRblnConfigFileName)));
+  }
 
-  if (target > artifact.compiled_num_blocks()) {
+  const uint64_t compiled = artifact.compiled_num_blocks();
+  if (compiled != 0 && target > compiled) {
     plan.warnings.push_back(absl::StrCat(
         "kvcache_num_blocks ", target, " is above the compiled count ",
-        artifact.compiled_num_blocks(),
-        "; the runtime must be able to allocate the larger cache"));
+        compiled, "; the runtime must be able to allocate the larger cache"));
+  } else if (compiled == 0 && target > plan.current_num_blocks) {
+    // No codec knows the compiled count: optimum-rbln's own warning.
+    plan.warnings.push_back(absl::StrCat(
+        "kvcache_num_blocks ", target, " is above the current count ",
+        plan.current_num_blocks,
+        ", which was sized to fit device DRAM; the larger cache may not fit "
+        "when the model loads"));
   }
   if (target > config.NumFullBlocks()) {
     plan.warnings.push_back(absl::StrCat(
@@ -198,15 +171,18 @@ absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
         " blocks that max_seq_len / block_size * batch_size can use; the "
         "extra blocks only cost memory"));
   }
-  if (artifact.chiplets_per_node() == device.chiplets_per_node) {
-    const uint64_t available = device.AvailablePerChiplet();
+  if (CheckChiplets(artifact, device).ok()) {
+    const uint64_t available = AvailablePerBucket(model.granularity, device);
     if (!Fits(model, available, target)) {
       for (const BucketFit& b : DescribeBuckets(model, available, target)) {
         if (b.headroom_bytes >= 0) continue;
         plan.warnings.push_back(absl::StrCat(
             "kvcache_num_blocks ", target, " does not fit the ", device.family,
-            " device: node ", b.node, " chiplet ", b.chiplet, " needs ",
-            HumanBytes(SaturatingAdd(b.other_bytes, b.kv_bytes)),
+            " device: node ", b.node,
+            model.granularity == BucketGranularity::kNode
+                ? std::string()
+                : absl::StrCat(" chiplet ", b.chiplet),
+            " needs ", HumanBytes(SaturatingAdd(b.other_bytes, b.kv_bytes)),
             " (other allocations ", HumanBytes(b.other_bytes), " + KV cache ",
             HumanBytes(b.kv_bytes), ") of ", HumanBytes(available),
             " available"));
@@ -216,7 +192,7 @@ absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
   } else {
     plan.warnings.push_back(absl::StrCat(
         "cannot check the target against the device: the artifact has ",
-        artifact.chiplets_per_node(), " chiplet(s) per node, the ",
+        artifact.buckets_per_node(), " chiplet(s) per node, the ",
         device.family, " device ", device.chiplets_per_node));
   }
   return plan;
@@ -256,11 +232,6 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
                                   const ResizePlan& plan,
                                   const std::string& out_dir,
                                   const WriteResizedOptions& options) {
-  const std::vector<ContainerFile>& containers = artifact.containers();
-  if (plan.new_headers.size() != containers.size()) {
-    return absl::InvalidArgumentError(
-        "resize plan does not match the artifact's containers");
-  }
   auto check_cancelled = [&options]() {
     return options.is_cancelled && options.is_cancelled()
                ? WriteCancelled("while it was being staged")
@@ -273,36 +244,64 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
     RBLN_ASSIGN_OR_RETURN(FileStat st, source->Stat(from));
     return env->SetOwnership(to, OwnershipOfCopy(st, options.copy_owner));
   };
-  for (size_t i = 0; i < containers.size(); ++i) {
+  auto write_config = [&](const std::string& from_dir,
+                          const std::string& to_dir,
+                          const std::string& text) -> absl::Status {
+    const std::string to = JoinPath(to_dir, kRblnConfigFileName);
+    RBLN_RETURN_IF_ERROR(WriteStringToNewFile(env, to, text));
+    return keep_ownership(JoinPath(from_dir, kRblnConfigFileName), to);
+  };
+  auto copy_companions = [&](const std::vector<std::string>& names,
+                             const std::string& from_dir,
+                             const std::string& to_dir) -> absl::Status {
+    for (const std::string& name : names) {
+      RBLN_RETURN_IF_ERROR(check_cancelled());
+      RBLN_RETURN_IF_ERROR(CopyCompanion(source, env, from_dir, to_dir, name,
+                                         options.link_companions,
+                                         options.copy_owner));
+    }
+    return absl::OkStatus();
+  };
+
+  // The decoder's graphs, in out_dir or in its submodule's directory.
+  const bool multimodal = !artifact.submodule().empty();
+  const std::string out_graph_dir =
+      multimodal ? JoinPath(out_dir, artifact.submodule()) : out_dir;
+  if (multimodal) RBLN_RETURN_IF_ERROR(env->CreateDir(out_graph_dir));
+  for (const ContainerFile& file : artifact.containers()) {
     RBLN_RETURN_IF_ERROR(check_cancelled());
-    const std::string from = JoinPath(artifact.dir(), containers[i].file_name);
-    const std::string to = JoinPath(out_dir, containers[i].file_name);
-    RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> src,
-                          source->NewRandomAccessFile(from));
-    RBLN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> out,
-                          env->NewWritableFile(to));
-    RBLN_RETURN_IF_ERROR(WriteContainerWithHeader(*src, containers[i].container,
-                                                  plan.new_headers[i], *out,
-                                                  [&](uint64_t bytes) {
-                                                    if (options.on_copied)
-                                                      options.on_copied(bytes);
-                                                    return check_cancelled();
-                                                  }));
-    RBLN_RETURN_IF_ERROR(out->Sync());
-    RBLN_RETURN_IF_ERROR(out->Close());
-    RBLN_RETURN_IF_ERROR(keep_ownership(from, to));
+    RescaleRequest request;
+    request.source_env = source;
+    request.source_path = file.path;
+    request.facts = file.facts.get();
+    request.factors = plan.factors;
+    request.out_env = env;
+    request.out_path = JoinPath(out_graph_dir, file.file_name);
+    request.on_copied = [&](uint64_t bytes) {
+      if (options.on_copied) options.on_copied(bytes);
+      return check_cancelled();
+    };
+    RBLN_RETURN_IF_ERROR(file.codec->Rescale(request));
+    // A codec that reports no chunks is done with the whole file.
+    if (file.facts->payload_bytes == 0 && options.on_copied) {
+      options.on_copied(file.stat.size);
+    }
+    RBLN_RETURN_IF_ERROR(keep_ownership(file.path, request.out_path));
   }
-  const std::string config_to = JoinPath(out_dir, kRblnConfigFileName);
-  RBLN_RETURN_IF_ERROR(
-      WriteStringToNewFile(env, config_to, plan.new_config_text));
-  RBLN_RETURN_IF_ERROR(
-      keep_ownership(JoinPath(artifact.dir(), kRblnConfigFileName), config_to));
-  for (const std::string& name : artifact.companion_files()) {
-    RBLN_RETURN_IF_ERROR(check_cancelled());
-    RBLN_RETURN_IF_ERROR(CopyCompanion(source, env, artifact.dir(), out_dir,
-                                       name, options.link_companions,
-                                       options.copy_owner));
+  if (multimodal) {
+    if (plan.new_submodule_config_text.has_value()) {
+      RBLN_RETURN_IF_ERROR(write_config(artifact.graph_dir(), out_graph_dir,
+                                        *plan.new_submodule_config_text));
+    }
+    RBLN_RETURN_IF_ERROR(copy_companions(artifact.submodule_companion_files(),
+                                         artifact.graph_dir(), out_graph_dir));
+    RBLN_RETURN_IF_ERROR(keep_ownership(artifact.graph_dir(), out_graph_dir));
+    RBLN_RETURN_IF_ERROR(env->SyncDir(out_graph_dir));
   }
+  RBLN_RETURN_IF_ERROR(
+      write_config(artifact.dir(), out_dir, plan.new_config_text));
+  RBLN_RETURN_IF_ERROR(
+      copy_companions(artifact.companion_files(), artifact.dir(), out_dir));
   // Last, as the directory's own mode may not let anyone add to it.
   RBLN_RETURN_IF_ERROR(keep_ownership(artifact.dir(), out_dir));
   RBLN_RETURN_IF_ERROR(env->SyncDir(out_dir));

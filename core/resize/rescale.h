@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,19 +35,15 @@ struct ResizePlan {
   uint64_t current_num_blocks = 0;
   uint64_t target_num_blocks = 0;
   std::vector<std::string> warnings;
-  // Parallel to Artifact::containers().
-  std::vector<v1::ContainerHeader> new_headers;
+  // {resizable tensor: (target, current)}, for every graph's codec.
+  RescaleFactors factors;
+  // rbln_config.json with the new count, and for a multimodal artifact the
+  // submodule's own rbln_config.json (when it has one).
   std::string new_config_text;
+  std::optional<std::string> new_submodule_config_text;
 
   bool is_no_op() const { return current_num_blocks == target_num_blocks; }
 };
-
-// The header with every resizable tensor's bytes scaled from `current` to
-// `target` blocks. DATA_LOSS when a size does not divide by `current`
-// (`path` names the file); INVALID_ARGUMENT when a result overflows 64 bits.
-absl::StatusOr<v1::ContainerHeader> RescaleHeader(
-    const v1::ContainerHeader& header, uint64_t current, uint64_t target,
-    absl::string_view path);
 
 // Plans a resize of `artifact` to `target` blocks. INVALID_ARGUMENT when the
 // target is below the minimum (naming the minimum and why) or overflows;
@@ -89,10 +86,11 @@ struct WriteResizedOptions {
   std::function<bool()> is_cancelled;
 };
 
-// Writes the resized artifact into `out_dir`, an existing empty directory:
-// each container with its new header (payload copied inside the kernel),
-// the new rbln_config.json, and every companion file and directory (symbolic
-// links are refused). Everything written, `out_dir` included, is fsynced
+// Writes the resized artifact into `out_dir`, an existing empty directory, in
+// the artifact's layout: each graph rescaled by its codec (the built-in one
+// copies the payload inside the kernel), the new rbln_config.json (and the
+// submodule's), and every companion file and directory (symbolic links are
+// refused). Everything written, `out_dir` included, is fsynced
 // when this returns OK. On error the caller removes `out_dir`.
 absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
                                   const ResizePlan& plan,

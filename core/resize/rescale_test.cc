@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/env.h"
 #include "core/error_facts.h"
+#include "core/format/builtin_codec.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -50,7 +51,8 @@ class RescaleTest : public ::testing::Test {
   uint64_t PayloadHash(const Artifact& artifact, size_t i) {
     const std::string bytes = testing::ReadFileOrDie(
         JoinPath(artifact.dir(), artifact.containers()[i].file_name));
-    const Preamble& p = artifact.containers()[i].container.preamble;
+    const Preamble& p =
+        rbln::testing::ContainerOf(artifact.containers()[i]).preamble;
     return std::hash<std::string>()(
         bytes.substr(p.payload_offset, p.payload_length));
   }
@@ -70,8 +72,10 @@ TEST_F(RescaleTest, BytesBecomePerBlockTimesTargetAndPayloadIsIdentical) {
   EXPECT_EQ(after.compiled_num_blocks(), 16u);
   ASSERT_EQ(after.containers().size(), before.containers().size());
   for (size_t i = 0; i < after.containers().size(); ++i) {
-    const v1::ContainerHeader& old_h = before.containers()[i].container.header;
-    const v1::ContainerHeader& new_h = after.containers()[i].container.header;
+    const v1::ContainerHeader& old_h =
+        rbln::testing::ContainerOf(before.containers()[i]).header;
+    const v1::ContainerHeader& new_h =
+        rbln::testing::ContainerOf(after.containers()[i]).header;
     ASSERT_EQ(new_h.kv_tensors_size(), old_h.kv_tensors_size());
     for (int t = 0; t < new_h.kv_tensors_size(); ++t) {
       const v1::KvTensor& nt = new_h.kv_tensors(t);
@@ -191,10 +195,11 @@ TEST_F(RescaleTest, RescaleHeaderRefusesIndivisibleBytes) {
   t->set_name("k");
   t->set_resizable(true);
   t->add_placements()->set_bytes(100);
-  absl::StatusOr<v1::ContainerHeader> out = RescaleHeader(h, 7, 3, "x.rbln");
+  absl::StatusOr<v1::ContainerHeader> out =
+      RescaleHeader(h, {{"k", {3, 7}}}, "x.rbln");
   EXPECT_EQ(out.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(out.status().message(), HasSubstr("x.rbln"));
-  out = RescaleHeader(h, 5, 3, "x.rbln");
+  out = RescaleHeader(h, {{"k", {3, 5}}}, "x.rbln");
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->kv_tensors(0).placements(0).bytes(), 60u);
 }

@@ -83,7 +83,7 @@ SynthSpec TinySpec() {
 std::map<std::string, std::string> PayloadsOf(const Artifact& artifact) {
   std::map<std::string, std::string> payloads;
   for (const ContainerFile& file : artifact.containers()) {
-    const Preamble& preamble = file.container.preamble;
+    const Preamble& preamble = rbln::testing::ContainerOf(file).preamble;
     payloads[file.file_name] =
         testing::ReadFileOrDie(JoinPath(artifact.dir(), file.file_name))
             .substr(preamble.payload_offset, preamble.payload_length);

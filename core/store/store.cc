@@ -92,7 +92,7 @@ void RemoveStaging(Env* env, const std::string& path) {
 uint64_t PayloadBytes(const Artifact& artifact) {
   uint64_t total = 0;
   for (const ContainerFile& file : artifact.containers()) {
-    total += file.container.preamble.payload_length;
+    total += file.copy_bytes();
   }
   return total;
 }
@@ -647,14 +647,32 @@ absl::StatusOr<std::vector<FileStat>> ArtifactStore::StatArtifactPath(
   return chain;
 }
 
+ArtifactOptions ArtifactStore::WithCodecs(ArtifactOptions options) {
+  options.external_codec = options_.external_codec;
+  options.inspect_cache = &inspect_cache_;
+  return options;
+}
+
 absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
-                                             const ArtifactOptions& options) {
+                                             ArtifactOptions options) {
   RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
   std::shared_ptr<LockEntry> entry = Entry(at.name);
   absl::ReaderMutexLock lock(&entry->rw);
-  absl::StatusOr<Artifact> artifact = Artifact::Open(at.env, at.path, options);
+  absl::StatusOr<Artifact> artifact =
+      Artifact::Open(at.env, at.path, WithCodecs(std::move(options)));
   if (!artifact.ok()) return NameArtifactInFacts(artifact.status(), at.name);
   return artifact;
+}
+
+absl::StatusOr<ArtifactSummary> ArtifactStore::ReadSummary(
+    absl::string_view name) {
+  RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
+  std::shared_ptr<LockEntry> entry = Entry(at.name);
+  absl::ReaderMutexLock lock(&entry->rw);
+  absl::StatusOr<ArtifactSummary> summary =
+      ReadArtifactSummary(at.env, at.path);
+  if (!summary.ok()) return NameArtifactInFacts(summary.status(), at.name);
+  return summary;
 }
 
 absl::StatusOr<std::vector<std::string>> ArtifactStore::List() {
@@ -848,7 +866,8 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
     // Artifact::Open says precisely what is missing (unless it has just
     // appeared, and then the write goes on).
     RBLN_RETURN_IF_ERROR(NameArtifactInFacts(
-        Artifact::Open(source.env, source.path).status(), source.name));
+        Artifact::Open(source.env, source.path, WithCodecs({})).status(),
+        source.name));
   }
   if (!output_name.empty()) {
     RBLN_RETURN_IF_ERROR(CheckOutput(output_name, request.replace).status());
@@ -871,20 +890,14 @@ absl::Status ArtifactStore::VerifyBeforeCopy(
         "check them first)"));
     return absl::OkStatus();
   }
-  for (const ContainerFile& file : artifact.containers()) {
-    const std::string path = JoinPath(artifact.dir(), file.file_name);
-    RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> in,
-                          env->NewRandomAccessFile(path));
-    absl::Status status = VerifyPayload(*in, file.container);
-    if (absl::IsDataLoss(status)) {
-      return absl::DataLossError(absl::StrCat(
-          status.message(),
-          "; the artifact is corrupt and was not copied (nothing was "
-          "changed): restore it from its source or recompile"));
-    }
-    RBLN_RETURN_IF_ERROR(status);
+  absl::Status status = VerifyPayloads(env, artifact);
+  if (absl::IsDataLoss(status)) {
+    return absl::DataLossError(absl::StrCat(
+        status.message(),
+        "; the artifact is corrupt and was not copied (nothing was "
+        "changed): restore it from its source or recompile"));
   }
-  return absl::OkStatus();
+  return status;
 }
 
 absl::StatusOr<ResizePlan> ArtifactStore::Plan(const WriteRequest& request,
@@ -939,7 +952,8 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
   RBLN_RETURN_IF_ERROR(CheckCancelled(request));
   // Writers on this artifact are excluded by the lease, so this snapshot
   // stays current until the commit.
-  absl::StatusOr<Artifact> opened = Artifact::Open(source.env, source.path);
+  absl::StatusOr<Artifact> opened =
+      Artifact::Open(source.env, source.path, WithCodecs({}));
   if (!opened.ok()) return NameArtifactInFacts(opened.status(), name);
   Artifact artifact = *std::move(opened);
   WriteResult result;
@@ -1050,7 +1064,7 @@ absl::Status ArtifactStore::Stage(const Artifact& artifact,
   if (absl::IsResourceExhausted(status)) {
     uint64_t bytes = 0;
     for (const ContainerFile& file : artifact.containers()) {
-      bytes += file.container.file_size;
+      bytes += file.stat.size;
     }
     status = absl::ResourceExhaustedError(
         absl::StrCat("not enough free space to write ", what,

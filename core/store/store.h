@@ -89,6 +89,10 @@ struct StoreOptions {
   // instead of failing with UNAVAILABLE. The wait ends when the write is
   // cancelled.
   bool wait_for_artifact_locks = true;
+  // Reads and rescales graph files the built-in codec does not recognise
+  // (rbln-artifactd --codec-command); null: such files are refused with an
+  // error that says how to configure one. Must outlive the store.
+  ContainerCodec* external_codec = nullptr;
 };
 
 // Below this many payload bytes in all, a write checks every payload
@@ -193,9 +197,18 @@ class ArtifactStore {
   absl::StatusOr<std::vector<FileStat>> StatArtifactPath(
       absl::string_view name) const;
 
-  // Opens an artifact for reading (a consistent snapshot).
+  // Opens an artifact for reading (a consistent snapshot), through the
+  // store's codecs and inspect cache (options.external_codec and
+  // options.inspect_cache are the store's).
   absl::StatusOr<Artifact> Read(absl::string_view name,
-                                const ArtifactOptions& options = {});
+                                ArtifactOptions options = {});
+
+  // Reads rbln_config.json of an artifact alone (ReadArtifactSummary): what
+  // Get and List need, with or without a codec for its graphs.
+  absl::StatusOr<ArtifactSummary> ReadSummary(absl::string_view name);
+
+  // The store's inspect cache (for tests and metrics).
+  const InspectCache& inspect_cache() const { return inspect_cache_; }
 
   // Set or Fit, in place or into an output directory (see WriteRequest).
   absl::StatusOr<WriteResult> Write(const WriteRequest& request);
@@ -287,6 +300,8 @@ class ArtifactStore {
   // write would give for it (parent missing, exists without replace, not
   // replaceable).
   // Returns the existing destination (to be replaced), or nullopt.
+  // ArtifactOptions with the store's codec and cache.
+  ArtifactOptions WithCodecs(ArtifactOptions options);
   absl::StatusOr<std::optional<FileStat>> CheckOutput(
       const std::string& output_name, bool replace);
   absl::Status CommitToOutput(const Artifact& artifact, const ResizePlan& plan,
@@ -315,6 +330,8 @@ class ArtifactStore {
   std::vector<NamedRoot> names_;
   std::vector<ReadOnlyRoot> read_only_;
   const std::unique_ptr<DramProvider> spec_table_;
+  // What the codecs said of each graph file, while it stays the same.
+  InspectCache inspect_cache_;
   std::unique_ptr<FileLock> store_lock_;
   std::vector<std::string> recovered_;
 

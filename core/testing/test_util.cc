@@ -143,4 +143,21 @@ int RunCommand(const std::string& command, std::string* output) {
   return WEXITSTATUS(status);
 }
 
+Container ContainerOf(const ContainerFile& file) {
+  absl::StatusOr<std::unique_ptr<RandomAccessFile>> in =
+      Env::Default()->NewRandomAccessFile(file.path);
+  if (!in.ok()) {
+    std::fprintf(stderr, "ContainerOf(%s): %s\n", file.path.c_str(),
+                 in.status().ToString().c_str());
+    std::abort();
+  }
+  absl::StatusOr<Container> container = ReadContainer(**in);
+  if (!container.ok()) {
+    std::fprintf(stderr, "ContainerOf(%s): %s\n", file.path.c_str(),
+                 container.status().ToString().c_str());
+    std::abort();
+  }
+  return *std::move(container);
+}
+
 }  // namespace rbln::testing

@@ -10,6 +10,8 @@
 
 #include "absl/strings/string_view.h"
 #include "core/env.h"
+#include "core/format/artifact.h"
+#include "core/format/container.h"
 
 namespace rbln::testing {
 
@@ -55,6 +57,10 @@ std::string BinaryPath(absl::string_view name);
 // Runs a shell command; returns its exit status (or -1) and its stdout and
 // stderr combined in `output`.
 int RunCommand(const std::string& command, std::string* output);
+
+// The built-in container of an opened artifact's graph file, read again
+// (preamble and header); aborts the test run when it is not one.
+Container ContainerOf(const ContainerFile& file);
 
 }  // namespace rbln::testing
 

@@ -1,0 +1,90 @@
+// InspectCache: what a codec answered for a `.rbln` file, kept while the file
+// stays the same, so that repeated Describe calls and dry runs do not load
+// it again (an external codec can take seconds per file).
+//
+// An entry is keyed by the file's device and inode and holds the codec's name
+// and the file's identity (size, mtime, ctime) when it was inspected; a
+// lookup with a different identity misses (and the caller re-inspects), so a
+// file changed in any way, or replaced by a rename, is never served stale.
+// Our own commits replace files by rename (a new inode) and so invalidate
+// their entries as a matter of course. rbln_config.json is never cached: it
+// is the source of truth and read on every request.
+//
+// Bounded: least recently used entries go once the facts held exceed
+// `max_bytes` (an estimate of their size in memory).
+//
+// Thread-safe.
+#ifndef RBLN_CORE_FORMAT_INSPECT_CACHE_H_
+#define RBLN_CORE_FORMAT_INSPECT_CACHE_H_
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "core/env.h"
+#include "core/format/codec.h"
+
+namespace rbln {
+
+// What tells that a file is still the one inspected.
+struct FileIdentity {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+
+  static FileIdentity Of(const FileStat& st) {
+    return {st.device, st.inode, st.size, st.mtime_ns, st.ctime_ns};
+  }
+  bool operator==(const FileIdentity& o) const {
+    return device == o.device && inode == o.inode && size == o.size &&
+           mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns;
+  }
+};
+
+class InspectCache {
+ public:
+  static constexpr uint64_t kDefaultMaxBytes = uint64_t{64} << 20;
+  explicit InspectCache(uint64_t max_bytes = kDefaultMaxBytes)
+      : max_bytes_(max_bytes) {}
+
+  // The facts `codec` gave for the file `id` names, or null.
+  std::shared_ptr<const ContainerFacts> Find(const std::string& codec,
+                                             const FileIdentity& id);
+  void Insert(const std::string& codec, const FileIdentity& id,
+              std::shared_ptr<const ContainerFacts> facts);
+
+  size_t size() const;
+  uint64_t hits() const;
+  uint64_t misses() const;
+
+ private:
+  struct Entry {
+    std::string codec;
+    FileIdentity id;
+    std::shared_ptr<const ContainerFacts> facts;
+    uint64_t bytes = 0;
+  };
+  using Key = std::pair<uint64_t, uint64_t>;  // (device, inode)
+  using Lru = std::list<std::pair<Key, Entry>>;
+
+  void EraseLocked(Lru::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint64_t max_bytes_;
+  mutable absl::Mutex mu_;
+  Lru lru_ ABSL_GUARDED_BY(mu_);  // most recently used first
+  absl::flat_hash_map<Key, Lru::iterator> index_ ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_FORMAT_INSPECT_CACHE_H_
