@@ -152,7 +152,8 @@ def check_codec(root):
               f"{CODEC} does not start with #!/usr/bin/python3")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     helped = run([path, "--help"], env=env)
-    check(helped.returncode == 0 and "usage: rbln_codec_rebel.py" in helped.stdout,
+    check(helped.returncode == 0 and
+          "usage: rbln_codec_rebel.py" in helped.stdout,
           f"{CODEC} --help: exit {helped.returncode}, "
           f"{helped.stdout[:200]!r}{helped.stderr[:200]!r}")
     version = run([path, "--version"], env=env)

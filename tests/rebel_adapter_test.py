@@ -383,6 +383,12 @@ class AdapterTest(WorkDir):
         self.assertEqual(adapter.close(), 0)
         self.assertEqual(adapter.stderr_text(), "")
 
+    def test_a_closed_daemon_end_is_eof(self):
+        adapter = self.start()
+        adapter.send_line(b'{"id": 1, "op": "hello", "protocol": 1}\n')
+        self.assertEqual(adapter.close(), 0)
+        self.assertNotIn("Traceback", adapter.stderr_text())
+
     def test_version_and_help(self):
         env = dict(os.environ, PYTHONPATH=FAKE_REBEL, FAKE_REBEL_API="per_node",
                    FAKE_REBEL_CHATTER="1")

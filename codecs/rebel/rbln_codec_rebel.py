@@ -415,7 +415,10 @@ def main(argv):
     compiler, import_error = find_compiler()
     if import_error:
         print(f"rbln_codec_rebel: {import_error}", file=sys.stderr)
-    return serve(sock, compiler, import_error)
+    try:
+        return serve(sock, compiler, import_error)
+    except (BrokenPipeError, ConnectionResetError):
+        return 0  # the daemon closed its end first: as EOF
 
 
 if __name__ == "__main__":
