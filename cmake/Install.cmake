@@ -9,11 +9,17 @@
 #   share/rbln-artifactd/proto/...          the API's .proto files
 #   share/doc/rbln-artifactd/               README.md and docs/
 #   share/man/man8/rbln-artifactd.8.gz, share/man/man1/rbln-artifact*.1.gz
+#   libexec/rbln-artifactd/rbln_codec_rebel.py  the rebel adapter, a codec
+#                                           for --codec-command
 include(GNUInstallDirs)
 
 install(TARGETS rbln-artifactd DESTINATION ${CMAKE_INSTALL_SBINDIR})
 install(TARGETS rbln-artifact rbln-artifact-synth
         DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The external codec over rebel-compiler (docs/codec-protocol.md): a Python
+# program the daemon runs, not a command for users, so under libexec.
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/codecs/rebel/rbln_codec_rebel.py
+        DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/rbln-artifactd)
 set(RBLN_SYSTEMD_UNIT_DIR lib/systemd/system
     CACHE STRING "Where the systemd unit is installed (under the prefix)")
 # The unit names the daemon by the install-time prefix: /usr/sbin in the

@@ -7,6 +7,9 @@ Runs `cpack -G DEB` in the build directory (cmake/Install.cmake), unpacks the
     the same commit as the build tree's program, --help its usage;
   * the man pages (when the build had help2man), the systemd unit, the
     .proto files and the docs are in the package;
+  * the rebel adapter is in libexec, mode 0755 with a /usr/bin/python3
+    line, and its --help and --version run from there (without rebel,
+    --version names PYTHONPATH);
   * the control file: the package's name and version, and Depends naming
     Debian packages this machine has (dpkg-shlibdeps' libraries, adduser);
   * `cmake --install --prefix DIR` (no package): the unit's ExecStart names
@@ -44,6 +47,7 @@ MAN_PAGES = {
     "rbln-artifact-synth": ("usr/share/man/man1/rbln-artifact-synth.1.gz",
                             "1", r"\-\-preset"),
 }
+CODEC = "usr/libexec/rbln-artifactd/rbln_codec_rebel.py"
 FILES = [
     "usr/lib/systemd/system/rbln-artifactd.service",
     "usr/share/rbln-artifactd/proto/rbln/artifact/v1/artifact_service.proto",
@@ -135,6 +139,36 @@ def check_programs(root, bin_dir):
               f"{helped.stdout[:200]!r}{helped.stderr[:200]!r}")
 
 
+def check_codec(root):
+    """The rebel adapter as the package installs it (cmake/Install.cmake)."""
+    path = os.path.join(root, CODEC)
+    if not os.path.isfile(path):
+        failures.append(f"{CODEC} is not in the package")
+        return
+    check(os.stat(path).st_mode & 0o7777 == 0o755,
+          f"{CODEC} has mode {os.stat(path).st_mode & 0o7777:o}, not 755")
+    with open(path, encoding="utf-8") as f:
+        check(f.readline() == "#!/usr/bin/python3\n",
+              f"{CODEC} does not start with #!/usr/bin/python3")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    helped = run([path, "--help"], env=env)
+    check(helped.returncode == 0 and
+          "usage: rbln_codec_rebel.py" in helped.stdout,
+          f"{CODEC} --help: exit {helped.returncode}, "
+          f"{helped.stdout[:200]!r}{helped.stderr[:200]!r}")
+    version = run([path, "--version"], env=env)
+    lines = version.stdout.splitlines()
+    if version.returncode == 0:  # rebel-compiler is installed here
+        version_ok = len(lines) == 2 and lines[1].startswith("rebel-compiler")
+    else:
+        version_ok = (version.returncode == 1 and
+                       "PYTHONPATH" in version.stderr)
+    check(len(lines) >= 1 and version_ok and re.fullmatch(
+        r"rbln_codec_rebel \S+ \(codec protocol 1\)", lines[0]),
+          f"{CODEC} --version: exit {version.returncode}, "
+          f"{version.stdout!r}{version.stderr[:300]!r}")
+
+
 def check_files(root, man_pages):
     for relative in FILES:
         check(os.path.isfile(os.path.join(root, relative)),
@@ -201,6 +235,9 @@ def check_plain_install(cmake, build_dir, work):
                   f"{sysusers} does not create the user rbln-artifactd")
     else:
         failures.append(f"cmake --install installed no {sysusers}")
+    codec = os.path.join(prefix, "libexec/rbln-artifactd/rbln_codec_rebel.py")
+    check(os.access(codec, os.X_OK),
+          f"cmake --install installed no executable {codec}")
 
 
 def copy_etc(work):
@@ -371,6 +408,7 @@ def main():
         check_control(deb, os.environ["RBLN_EXPECTED_VERSION"])
         check_programs(root, os.environ["RBLN_BIN_DIR"])
         check_files(root, os.environ.get("RBLN_MAN_PAGES") == "ON")
+        check_codec(root)
         check_maintainer_scripts(deb, work)
         check_plain_install(os.environ.get("RBLN_CMAKE") or "cmake",
                             build_dir, work)
