@@ -934,9 +934,12 @@ ExternalCodec::StartWorker(CodecHello* hello) {
       } while (n < 0 && errno == EINTR);
       if (n == static_cast<ssize_t>(sizeof(failure))) {
         if (!WaitForExit(child, kExitGrace).has_value()) KillAndReap(child);
-        return absl::FailedPreconditionError(
-            absl::StrCat("cannot start: ", kChildSteps[failure.step],
-                         " as uid ", uid_, " failed: ", strerror(failure.err)));
+        return absl::FailedPreconditionError(absl::StrCat(
+            "cannot start ", Echo(argv_[0]), " as uid ", uid_, ": ",
+            kChildSteps[failure.step], " failed: ", strerror(failure.err),
+            failure.err == EACCES ? " (that user must be able to reach and "
+                                    "run it: check every directory above it)"
+                                  : ""));
       }
       if (fcntl(ours.get(), F_SETFL, O_NONBLOCK) != 0) {
         KillAndReap(child);
