@@ -193,6 +193,11 @@ absl::StatusOr<std::vector<std::string>> SplitCommandLine(
   GError* error = nullptr;
   if (!g_shell_parse_argv(text.c_str(), &argc, &argv, &error)) {
     std::string message = error != nullptr ? error->message : "cannot split";
+    // GLib repeats the whole text; the message already shows it.
+    if (const size_t repeat = message.find(" (The text was");
+        repeat != std::string::npos) {
+      message.resize(repeat);
+    }
     if (error != nullptr) g_error_free(error);
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot split ", Quoted(command),

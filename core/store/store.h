@@ -52,6 +52,7 @@
 #include "core/device/dram.h"
 #include "core/env.h"
 #include "core/format/artifact.h"
+#include "core/format/codec.h"
 #include "core/resize/fit.h"
 #include "core/resize/rescale.h"
 #include "core/store/artifact_name.h"
@@ -89,6 +90,11 @@ struct StoreOptions {
   // instead of failing with UNAVAILABLE. The wait ends when the write is
   // cancelled.
   bool wait_for_artifact_locks = true;
+  // The codec for .rbln files the built-in one does not recognise
+  // (--codec-command; core/format/external_codec.h), or null: such files are
+  // then an error that says how to configure one. Not owned; outlives the
+  // store.
+  ContainerCodec* external_codec = nullptr;
 };
 
 // Below this many payload bytes in all, a write checks every payload
