@@ -60,6 +60,17 @@ class RandomAccessFile {
   virtual int native_handle() const = 0;
 };
 
+// A directory held open (O_RDONLY | O_DIRECTORY), to hand to another process
+// as a file descriptor: that process may then create files in it by
+// /proc/self/fd/<fd>/<name> without any right on the directories above it.
+class Directory {
+ public:
+  virtual ~Directory() = default;
+  virtual const std::string& path() const = 0;
+  // The OS file descriptor (close-on-exec). Wrappers forward it.
+  virtual int native_handle() const = 0;
+};
+
 // A new file opened for positioned writes. Data is durable only after Sync().
 class WritableFile {
  public:
@@ -167,6 +178,13 @@ class Env {
                                       const std::string& b) = 0;
   // fsync of a directory, making entries created or renamed in it durable.
   virtual absl::Status SyncDir(const std::string& path) = 0;
+  // fsync of an existing regular file (written by another process), opened
+  // read-only and never through a symbolic link.
+  virtual absl::Status SyncFile(const std::string& path) = 0;
+  // Opens an existing directory (never through a symbolic link, resolved as
+  // every other path is), e.g. to pass it to a worker process.
+  virtual absl::StatusOr<std::unique_ptr<Directory>> OpenDirectory(
+      const std::string& path) = 0;
 
   // Takes an exclusive (or shared) flock on `path`, creating it (0600) when
   // missing. With `wait` false it fails fast with UNAVAILABLE when another
@@ -234,6 +252,13 @@ class EnvWrapper : public Env {
   }
   absl::Status SyncDir(const std::string& path) override {
     return target_->SyncDir(path);
+  }
+  absl::Status SyncFile(const std::string& path) override {
+    return target_->SyncFile(path);
+  }
+  absl::StatusOr<std::unique_ptr<Directory>> OpenDirectory(
+      const std::string& path) override {
+    return target_->OpenDirectory(path);
   }
   absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path,
                                                      bool exclusive,

@@ -209,6 +209,19 @@ class PosixFileLock : public FileLock {
   int fd_;
 };
 
+class PosixDirectory : public Directory {
+ public:
+  PosixDirectory(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixDirectory() override { close(fd_); }
+
+  const std::string& path() const override { return path_; }
+  int native_handle() const override { return fd_; }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
 // A file descriptor closed when this goes out of scope.
 class UniqueFd {
  public:
@@ -516,6 +529,25 @@ class PosixEnv : public Env {
     RBLN_ASSIGN_OR_RETURN(UniqueFd fd, OpenDirectoryAt(at, "open", path));
     if (fsync(fd.get()) != 0) return ErrnoStatus("fsync", path, errno);
     return absl::OkStatus();
+  }
+
+  absl::Status SyncFile(const std::string& path) override {
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("fsync", path));
+    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
+                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (fd.get() < 0) return ErrnoStatus("fsync", path, errno);
+    struct stat st;
+    if (fstat(fd.get(), &st) != 0) return ErrnoStatus("fsync", path, errno);
+    if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+    if (fsync(fd.get()) != 0) return ErrnoStatus("fsync", path, errno);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<Directory>> OpenDirectory(
+      const std::string& path) override {
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("open", path));
+    RBLN_ASSIGN_OR_RETURN(UniqueFd fd, OpenDirectoryAt(at, "open", path));
+    return std::make_unique<PosixDirectory>(path, fd.Release());
   }
 
   absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path,

@@ -213,6 +213,31 @@ TEST_P(ConfinedEnvTest, ReadOnlyRootFollowsLinksThatStayInside) {
   EXPECT_FALSE(std::filesystem::exists(root_ + "/dir/lock"));
 }
 
+TEST_P(ConfinedEnvTest, OpensDirectoriesAndSyncsFilesWithoutFollowingLinks) {
+  absl::StatusOr<std::unique_ptr<Directory>> dir =
+      env_->OpenDirectory(root_ + "/dir");
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  struct stat st;
+  ASSERT_EQ(fstat((*dir)->native_handle(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(env_->OpenDirectory(root_ + "/alias").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(env_->OpenDirectory(root_ + "/door/x").status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(env_->OpenDirectory(outside_).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(env_->OpenDirectory(root_ + "/dir/file").status().code(),
+            absl::StatusCode::kNotFound);  // ENOTDIR
+
+  EXPECT_TRUE(env_->SyncFile(root_ + "/dir/file").ok());
+  EXPECT_EQ(env_->SyncFile(root_ + "/dir/link").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(env_->SyncFile(root_ + "/dir/fifo").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(env_->SyncFile(root_ + "/dir").code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 INSTANTIATE_TEST_SUITE_P(Resolution, ConfinedEnvTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Openat2" : "ComponentWalk";

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -81,36 +82,6 @@ bool IsExecutableFile(const std::string& path) {
          access(path.c_str(), X_OK) == 0;
 }
 
-// Waits up to `grace` for `pid`; a process that outlives it is left to a
-// detached thread to reap, so that the caller never blocks on it.
-void ReapWithin(pid_t pid, absl::Duration grace) {
-  const SteadyClock::time_point deadline = DeadlineAfter(grace);
-  absl::Duration pause = absl::Milliseconds(1);
-  while (true) {
-    int status = 0;
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) return;
-    if (done < 0 && errno != EINTR) return;  // not our child (any more)
-    if (SteadyClock::now() >= deadline) break;
-    absl::SleepFor(pause);
-    pause = std::min(pause * 2, absl::Milliseconds(20));
-  }
-  spdlog::warn("process {} has not exited; reaping it in the background", pid);
-  std::thread([pid]() {
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  }).detach();
-}
-
-// SIGKILL to the process group (what the program started dies too), then
-// reap.
-void KillAndReap(pid_t pid) {
-  kill(-pid, SIGKILL);
-  kill(pid, SIGKILL);  // in case it left its group
-  ReapWithin(pid, kReapGrace);
-}
-
 // Appends what `fd` has to `out`, keeping at most `limit` bytes in it; reading
 // past that sets *overflow. Returns false at end of file or on an error.
 bool Drain(int fd, size_t limit, std::string* out, bool* overflow) {
@@ -133,6 +104,35 @@ std::string FirstLine(absl::string_view text) {
 }
 
 }  // namespace
+
+std::optional<int> WaitForExit(pid_t pid, absl::Duration grace) {
+  const SteadyClock::time_point deadline = DeadlineAfter(grace);
+  absl::Duration pause = absl::Milliseconds(1);
+  while (true) {
+    int status = 0;
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) return status;
+    if (done < 0 && errno != EINTR) return std::nullopt;  // not our child
+    if (SteadyClock::now() >= deadline) return std::nullopt;
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Milliseconds(20));
+  }
+}
+
+std::optional<int> KillAndReap(pid_t pid) {
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);  // in case it left its group
+  std::optional<int> status = WaitForExit(pid, kReapGrace);
+  if (status.has_value()) return status;
+  // Stuck in the kernel (or not our child): never block the caller on it.
+  spdlog::warn("process {} has not exited; reaping it in the background", pid);
+  std::thread([pid]() {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }).detach();
+  return std::nullopt;
+}
 
 std::string FormatSeconds(absl::Duration duration) {
   return absl::StrFormat("%g s", absl::ToDoubleSeconds(duration));

@@ -12,7 +12,10 @@
 #ifndef RBLN_CORE_SUBPROCESS_H_
 #define RBLN_CORE_SUBPROCESS_H_
 
+#include <sys/types.h>
+
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +63,17 @@ absl::StatusOr<std::string> RunProcessForOutput(
 // directory). NOT_FOUND names the program.
 absl::StatusOr<std::string> FindExecutableOnPath(absl::string_view name,
                                                  absl::string_view search_path);
+
+// Waits up to `grace` for the child `pid` to exit and returns its wait
+// status; nullopt when it is still running then (or is not a child of this
+// process).
+std::optional<int> WaitForExit(pid_t pid, absl::Duration grace);
+
+// SIGKILL to the process group `pid` leads (what the program started dies
+// too) and to `pid` itself, then its wait status. A process that does not
+// die within a second (stuck in the kernel) is left to a detached thread to
+// reap, so that the caller never blocks on it, and nullopt is returned.
+std::optional<int> KillAndReap(pid_t pid);
 
 // "5 s", "0.3 s": a timeout as error messages and help texts write it.
 std::string FormatSeconds(absl::Duration duration);

@@ -16,6 +16,7 @@ packages=(
   help2man  # the man pages, from --help
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps finds the runtime packages
   libmicrohttpd-dev curl  # --metrics-listen's HTTP server; the test scrapes it
+  libglib2.0-dev  # g_shell_parse_argv: --codec-command split as a shell would
 )
 
 # node and npm validate deploy/kubernetes/ (tests/kubernetes_test.py):

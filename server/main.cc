@@ -46,6 +46,7 @@
 #include "core/device/probe_provider.h"
 #include "core/env.h"
 #include "core/flag_errors.h"
+#include "core/format/external_codec.h"
 #include "core/server_address.h"
 #include "core/socket_access.h"
 #include "core/store/store.h"
@@ -80,7 +81,8 @@ constexpr char kExitCodesHelp[] =
     "      another daemon (EX_UNAVAILABLE)\n"
     "  78  configuration error: a --config file that cannot be read or has a\n"
     "      bad value, a store that cannot be opened, a socket directory that\n"
-    "      is missing, an unknown --socket-group (EX_CONFIG)";
+    "      is missing, an unknown --socket-group, a --codec-command that does\n"
+    "      not start (EX_CONFIG)";
 
 // True when something accepts connections on the Unix socket at `path`
 // (another daemon): binding would silently take its address away.
@@ -368,6 +370,10 @@ int main(int argc, char** argv) {
   double shutdown_grace_s = 60;
   std::string socket_mode_text = "0660";
   std::string socket_group;
+  std::string codec_command;
+  std::string codec_user = "nobody";
+  int codec_timeout_s = 120;
+  int codec_workers = 2;
   app.add_option("--store", store_dir,
                  "Artifact store directory (created if missing)")
       ->capture_default_str();
@@ -409,6 +415,31 @@ int main(int argc, char** argv) {
                  "table answers instead (with a warning); at most 30, well "
                  "inside a client's deadline")
       ->check(CLI::Range(0.01, 30.0))
+      ->capture_default_str();
+  app.add_option("--codec-command", codec_command,
+                 "Start this external codec for .rbln files the built-in one "
+                 "does not read (docs/real-artifacts.md), e.g. "
+                 "\"/usr/bin/python3 /usr/share/rbln-artifactd/codecs/"
+                 "rbln_codec_rebel.py\": split into words as a shell would "
+                 "(quotes, backslashes), never expanded, run without a "
+                 "shell, with the daemon's environment")
+      ->type_name("\"CMD ARGS\"");
+  app.add_option("--codec-user", codec_user,
+                 "The user the codec runs as when the daemon is root (it can "
+                 "then read only the files it is handed and write only its "
+                 "scratch directory); a name or a number")
+      ->type_name("USER")
+      ->capture_default_str();
+  app.add_option("--codec-timeout-seconds", codec_timeout_s,
+                 "How long one codec request (loading a model, rescaling it) "
+                 "may take; a codec that takes longer is killed and "
+                 "restarted, and that request fails")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  app.add_option("--codec-workers", codec_workers,
+                 "Codec processes at most, each serving one request at a "
+                 "time; more requests wait for one")
+      ->check(CLI::Range(1, rbln::kMaxCodecWorkers))
       ->capture_default_str();
   app.add_option("--socket-mode", socket_mode_text,
                  "Mode of the Unix sockets, octal")
@@ -729,6 +760,36 @@ int main(int argc, char** argv) {
         metrics_listen);
   }
 
+  // The external codec starts before anything listens: one that cannot
+  // start is a configuration error. It outlives the store that uses it.
+  std::unique_ptr<rbln::ExternalCodec> external_codec;
+  if (!codec_command.empty()) {
+    if (absl::StatusOr<std::vector<std::string>> words =
+            rbln::SplitCommandLine(codec_command);
+        !words.ok()) {
+      return bad_value("--codec-command", words.status().message());
+    }
+    absl::StatusOr<std::unique_ptr<rbln::ExternalCodec>> started =
+        rbln::ExternalCodec::Start({.command = codec_command,
+                                    .user = codec_user,
+                                    .timeout = absl::Seconds(codec_timeout_s),
+                                    .workers = codec_workers,
+                                    .log = [](absl::string_view line) {
+                                      spdlog::info("{}", std::string(line));
+                                    }});
+    if (!started.ok()) {
+      return Fail(kExitConfig, std::string(started.status().message()));
+    }
+    external_codec = *std::move(started);
+    const rbln::CodecHello& hello = external_codec->hello();
+    spdlog::info(
+        "codec {}: {} {}, api {}, {}; up to {} worker(s) as uid {}, "
+        "{} s per request",
+        external_codec->name(), hello.codec, hello.codec_version, hello.api,
+        hello.can_rescale ? "can rescale" : "cannot rescale (older compiler)",
+        codec_workers, external_codec->worker_uid(), codec_timeout_s);
+  }
+
   auto chosen = ChooseDramProvider(device_dram, rbln_smi, probe_timeout_s);
   if (!chosen.ok()) {
     return bad_value("--device-dram", chosen.status().message());
@@ -745,6 +806,7 @@ int main(int argc, char** argv) {
     }
     store_options.read_only_roots.push_back(*std::move(root));
   }
+  store_options.external_codec = external_codec.get();
   rbln::DramProvider* dram_ptr = dram.get();
   store_options.device_resolver = [dram_ptr](const rbln::Artifact& artifact) {
     return dram_ptr->ForNpu(artifact.npu());

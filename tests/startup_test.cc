@@ -180,6 +180,31 @@ TEST_F(StartupTest, BadValueInTheConfigFileIsAConfigError) {
                                             ": line 2: ")));
 }
 
+TEST_F(StartupTest, ACodecThatCannotStartIsAConfigError) {
+  const std::string codec = absl::StrCat(
+      "/usr/bin/python3 ",
+      ShellQuote(testing::SourcePath("tests/codecs/test_codec.py")));
+  Outcome o = RunDaemon(
+      absl::StrCat("--codec-timeout-seconds 1 --codec-command ",
+                   ShellQuote(absl::StrCat(codec, " --mode no-hello"))));
+  EXPECT_EQ(o.code, kExConfig) << o;
+  EXPECT_THAT(o.err, HasSubstr("did not answer hello within 1 s "
+                               "(--codec-timeout-seconds)"));
+
+  o = RunDaemon(absl::StrCat("--codec-user no-such-user-x --codec-command ",
+                             ShellQuote(codec)));
+  EXPECT_EQ(o.code, kExConfig) << o;
+  EXPECT_THAT(o.err, HasSubstr("--codec-user 'no-such-user-x': no such user"));
+
+  o = RunDaemon(absl::StrCat("--codec-command ", ShellQuote("python3 'x")));
+  EXPECT_EQ(o.code, kExUsage) << o;
+  EXPECT_THAT(o.err, HasSubstr("--codec-command: cannot split"));
+
+  o = RunDaemon("--codec-workers 0");
+  EXPECT_EQ(o.code, kExUsage) << o;
+  EXPECT_THAT(o.err, HasSubstr("--codec-workers"));
+}
+
 TEST_F(StartupTest, MissingConfigFile) {
   const std::string config = root_.Join("absent.toml");
   Outcome o = Run("rbln-artifactd", "--config " + ShellQuote(config));

@@ -52,6 +52,7 @@
 #include "core/device/dram.h"
 #include "core/env.h"
 #include "core/format/artifact.h"
+#include "core/format/codec.h"
 #include "core/resize/fit.h"
 #include "core/resize/rescale.h"
 #include "core/store/artifact_name.h"
@@ -89,9 +90,10 @@ struct StoreOptions {
   // instead of failing with UNAVAILABLE. The wait ends when the write is
   // cancelled.
   bool wait_for_artifact_locks = true;
-  // Reads and rescales graph files the built-in codec does not recognise
-  // (rbln-artifactd --codec-command); null: such files are refused with an
-  // error that says how to configure one. Must outlive the store.
+  // The codec for .rbln files the built-in one does not recognise
+  // (--codec-command; core/format/external_codec.h), or null: such files are
+  // then an error that says how to configure one. Not owned; outlives the
+  // store.
   ContainerCodec* external_codec = nullptr;
 };
 

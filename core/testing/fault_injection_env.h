@@ -34,6 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/env.h"
+#include "core/status_macros.h"
 
 namespace rbln::testing {
 
@@ -91,6 +92,16 @@ class FaultInjectionEnv : public EnvWrapper {
   absl::Status RenameExchange(const std::string& a,
                               const std::string& b) override;
   absl::Status SyncDir(const std::string& path) override;
+  absl::Status SyncFile(const std::string& path) override {
+    RBLN_RETURN_IF_ERROR(Tick("SyncFile", path));
+    if (!options_.forward_syncs) return absl::OkStatus();
+    return target()->SyncFile(path);
+  }
+  absl::StatusOr<std::unique_ptr<Directory>> OpenDirectory(
+      const std::string& path) override {
+    RBLN_RETURN_IF_ERROR(Tick("OpenDirectory", path));
+    return target()->OpenDirectory(path);
+  }
   absl::StatusOr<std::unique_ptr<FileLock>> LockFile(const std::string& path,
                                                      bool exclusive,
                                                      bool wait) override;

@@ -1,0 +1,175 @@
+// An external codec (docs/codec-protocol.md): a bounded pool of long-lived
+// worker processes, started from --codec-command, that answer inspect and
+// rescale for file formats the daemon cannot read itself (rebel-compiler's,
+// through codecs/rebel/rbln_codec_rebel.py).
+//
+// Each worker is run directly (no shell) with the daemon's environment; its
+// fd 0 and fd 1 are one end of a Unix socket pair, its fd 2 a pipe whose
+// lines are logged as "codec[PID]: LINE". When the daemon is root, the worker
+// runs as the codec user (setgroups(0), setgid, setuid to that user's uid and
+// primary group, PR_SET_NO_NEW_PRIVS), so it can read only the files it is
+// handed as descriptors and write only the scratch directory it is handed.
+// It dies with the daemon (PR_SET_PDEATHSIG) and is killed with its process
+// group when it hangs, crashes or answers something that is not protocol;
+// the request it was serving fails with a clear error, and the next request
+// gets a fresh worker (after a backoff when workers keep failing).
+//
+// A rescale writes into a scratch directory `.codec-<name>` next to the
+// output, owned by the codec's uid (mode 0700); after the worker answers ok,
+// the daemon checks that the directory holds exactly the one regular file it
+// asked for, owned by that uid, with one link, moves it to the output path,
+// syncs it and removes the directory. Any failure removes the directory and
+// leaves nothing at the output path.
+//
+// Thread-safe: up to `workers` calls run at once, each on a worker of its
+// own; more wait for a free worker.
+#ifndef RBLN_CORE_FORMAT_EXTERNAL_CODEC_H_
+#define RBLN_CORE_FORMAT_EXTERNAL_CODEC_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/format/codec.h"
+
+namespace rbln {
+
+// The protocol version this daemon speaks.
+inline constexpr int kCodecProtocolVersion = 1;
+// Bounds of --codec-workers.
+inline constexpr int kMaxCodecWorkers = 16;
+
+struct ExternalCodecOptions {
+  // The command line of a worker, split into words as a shell would
+  // (SplitCommandLine) and run without a shell.
+  std::string command;
+  // The user the workers run as when the daemon is root (a name or a
+  // number); ignored otherwise (they run as the daemon's user).
+  std::string user = "nobody";
+  // How long one request (hello, inspect, rescale) may take.
+  absl::Duration timeout = absl::Seconds(120);
+  // At most this many worker processes at once (1 ..= kMaxCodecWorkers).
+  int workers = 2;
+  // Receives the workers' stderr lines ("codec[PID]: LINE", escaped and cut)
+  // and their lifecycle ("codec[PID]: started ...", "... exited ..."), from
+  // any thread. May be empty.
+  std::function<void(absl::string_view line)> log;
+};
+
+// What a worker said of itself in its hello.
+struct CodecHello {
+  std::string codec;          // "rebel"
+  std::string codec_version;  // "0.9.2", or "unknown"
+  std::string api;            // "per_chiplet" or "per_node"
+  bool can_rescale = false;
+  // An extra field some codecs send (the test codec): the uid it runs as.
+  std::optional<int64_t> uid;
+};
+
+// Splits `command` into words as /bin/sh would (GLib's g_shell_parse_argv):
+// blanks separate words; single quotes, double quotes and backslashes quote;
+// '#' starts a comment. Nothing is expanded: $VAR, `cmd`, globs and ~ stay
+// as they are written. INVALID_ARGUMENT for an empty command or an
+// unterminated quote, saying what was wrong.
+absl::StatusOr<std::vector<std::string>> SplitCommandLine(
+    absl::string_view command);
+
+class ExternalCodec : public ContainerCodec {
+ public:
+  // Starts the first worker and checks its hello, so that a codec that
+  // cannot run fails the daemon's start. FAILED_PRECONDITION names the flag
+  // at fault: an unknown --codec-user, a --codec-command whose program is
+  // not found or not executable, or a worker that did not answer hello with
+  // protocol 1 (with its last stderr lines).
+  static absl::StatusOr<std::unique_ptr<ExternalCodec>> Start(
+      const ExternalCodecOptions& options);
+
+  // Closes every worker's socket (a worker exits at end of file), waits
+  // briefly, then kills and reaps what is left. No call may be running.
+  ~ExternalCodec() override;
+
+  ExternalCodec(const ExternalCodec&) = delete;
+  ExternalCodec& operator=(const ExternalCodec&) = delete;
+
+  // "external (rbln_codec_rebel.py)": the first argument of the command
+  // that names an existing file (the script of an interpreter), else the
+  // program.
+  std::string name() const override;
+
+  // Errors name the file and the codec:
+  //   DATA_LOSS           the codec cannot read it (UNREADABLE)
+  //   FAILED_PRECONDITION the compiler cannot rescale (OLDER_COMPILER)
+  //   INTERNAL            the codec failed (FAILED, BAD_REQUEST), answered
+  //                       something that is not protocol (the worker is
+  //                       killed), or wrote something other than asked
+  //   DEADLINE_EXCEEDED   no answer within the timeout (the worker is killed)
+  //   UNAVAILABLE         the worker exited during the request, or a new one
+  //                       could not be started
+  absl::StatusOr<ContainerFacts> Inspect(Env* env,
+                                         const std::string& path) override;
+  absl::Status Rescale(const RescaleRequest& request) override;
+
+  // The first worker's hello.
+  const CodecHello& hello() const { return hello_; }
+  // The uid and gid the workers run as.
+  uid_t worker_uid() const { return uid_; }
+  gid_t worker_gid() const { return gid_; }
+  // Worker processes started so far (the first one included).
+  int64_t workers_started() const;
+
+ private:
+  class Launcher;
+  class Worker;
+  struct Call;
+
+  ExternalCodec(const ExternalCodecOptions& options,
+                std::vector<std::string> argv, std::string name, uid_t uid,
+                gid_t gid, bool drop_privileges);
+
+  // A worker for one call: an idle one, else a new one (started and
+  // greeted) when fewer than options_.workers live, else waits.
+  absl::StatusOr<std::unique_ptr<Worker>> Acquire();
+  bool CanAcquire() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives a worker back: kept when `healthy`, else killed and reaped.
+  void Release(std::unique_ptr<Worker> worker, bool healthy);
+  // Starts a worker process and checks its hello.
+  absl::StatusOr<std::unique_ptr<Worker>> StartWorker(CodecHello* hello);
+  // One request and its reply on a worker of the pool, with the errors
+  // mapped as Inspect documents.
+  absl::StatusOr<std::string> Exchange(Call& call);
+  void Log(absl::string_view line) const;
+
+  const ExternalCodecOptions options_;
+  const std::vector<std::string> argv_;  // argv_[0] resolved on PATH
+  const std::string name_;
+  const uid_t uid_;
+  const gid_t gid_;
+  const bool drop_privileges_;
+  CodecHello hello_;
+  std::unique_ptr<Launcher> launcher_;
+
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<Worker>> idle_ ABSL_GUARDED_BY(mu_);
+  // Workers idle, in use or starting.
+  int live_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t started_ ABSL_GUARDED_BY(mu_) = 0;
+  // Workers lost in a row (killed, or failed to start), for the backoff
+  // before the next start.
+  int failures_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time next_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_FORMAT_EXTERNAL_CODEC_H_
