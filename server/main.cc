@@ -892,9 +892,18 @@ int main(int argc, char** argv) {
   if (metrics_address.has_value()) {
     served.push_back(absl::StrCat("http://", metrics_listen, "/metrics"));
   }
-  rbln::ArtifactServiceImpl service(store->get(), dram.get(), auth->get(),
-                                    max_writes,
-                                    {.listeners = served, .codec = "built-in"});
+  std::string codec_facts = "built-in";
+  if (external_codec != nullptr) {
+    const rbln::CodecHello& hello = external_codec->hello();
+    codec_facts = absl::StrCat(
+        "built-in, and ", external_codec->name(),
+        " for other files: ", hello.codec, " ", hello.codec_version, ", api ",
+        hello.api,
+        hello.can_rescale ? "" : ", cannot rescale (older compiler)");
+  }
+  rbln::ArtifactServiceImpl service(
+      store->get(), dram.get(), auth->get(), max_writes,
+      {.listeners = served, .codec = std::move(codec_facts)});
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

@@ -207,5 +207,88 @@ TEST_F(ArtifactTest, VerifyPayloadCatchesAFlippedPayloadByte) {
   EXPECT_THAT(s.message(), HasSubstr("prefill.rbln"));
 }
 
+TEST_F(ArtifactTest, TheInspectCacheServesUnchangedFilesWithoutReadingThem) {
+  InspectCache cache;
+  ASSERT_TRUE(OpenStatus({.inspect_cache = &cache}).ok());
+  EXPECT_EQ(cache.hits(), 0u);
+  EXPECT_EQ(cache.size(), 2u);  // prefill and decoder_batch_2
+  ASSERT_TRUE(OpenStatus({.inspect_cache = &cache}).ok());
+  EXPECT_EQ(cache.hits(), 2u);
+  // A changed file is read again (and a corrupt one is then refused).
+  const std::string path = JoinPath(dir_, "prefill.rbln");
+  std::string bytes = testing::ReadFileOrDie(path);
+  bytes[20] ^= 0x01;  // inside the preamble's fields
+  testing::WriteFileOrDie(path, bytes);
+  EXPECT_EQ(OpenStatus({.inspect_cache = &cache}).code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(cache.hits(), 3u);  // decoder_batch_2 only
+}
+
+TEST_F(ArtifactTest, AFileNoCodecReadsSaysHowToConfigureOne) {
+  testing::WriteFileOrDie(JoinPath(dir_, "prefill.rbln"),
+                          "RBLN-FAKE-REBEL 1\n{}\n");
+  absl::Status s = OpenStatus();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("prefill.rbln"));
+  EXPECT_THAT(s.message(), HasSubstr("--codec-command"));
+  // Get needs no codec: the count, with the compiled count unknown.
+  testing::WriteFileOrDie(JoinPath(dir_, "decoder_batch_2.rbln"), "x");
+  absl::StatusOr<ArtifactSummary> summary = ReadArtifactSummary(env_, dir_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->config.kvcache_num_blocks, 16u);
+  EXPECT_EQ(summary->compiled_num_blocks, 0u);
+  EXPECT_EQ(summary->npu, "RBLN-CA12");  // the config's
+}
+
+TEST_F(ArtifactTest, GetReadsTheCompiledCountFromABuiltinHeader) {
+  absl::StatusOr<ArtifactSummary> summary = ReadArtifactSummary(env_, dir_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(summary->compiled_num_blocks, 16u);
+}
+
+TEST_F(ArtifactTest, AConfigWithoutTheTensorListIsRefusedNamingBothKeys) {
+  EditConfig("\"kvcache_metas\"", "\"unused_metas\"");
+  absl::Status s = OpenStatus();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("cache_metas"));
+  EXPECT_THAT(s.message(), HasSubstr("kvcache_metas"));
+  EXPECT_TRUE(ReadArtifactSummary(env_, dir_).ok());  // Get still answers
+}
+
+// optimum-rbln's layout for a vision-language model: the decoder's config
+// nested in the parent's, its graphs in language_model/.
+TEST_F(ArtifactTest, ADecoderInASubmoduleIsReadFromItsDirectory) {
+  const std::string top = tmp_.Join("llava");
+  ASSERT_TRUE(env_->CreateDir(top).ok());
+  ASSERT_TRUE(env_->Rename(dir_, JoinPath(top, "language_model")).ok());
+  const std::string sub_config =
+      testing::ReadFileOrDie(JoinPath(top, "language_model/rbln_config.json"));
+  testing::WriteFileOrDie(
+      JoinPath(top, kRblnConfigFileName),
+      absl::StrCat("{\"cls_name\": \"RBLNLlavaForConditionalGenerationConfig\","
+                   " \"vision_tower\": {\"batch_size\": 1},"
+                   " \"language_model\": ",
+                   sub_config, "}"));
+  ASSERT_TRUE(env_->CreateDir(JoinPath(top, "vision_tower")).ok());
+  testing::WriteFileOrDie(JoinPath(top, "vision_tower/compiled_model.rbln"),
+                          "not read");
+  absl::StatusOr<Artifact> a = Artifact::Open(env_, top);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->submodule(), "language_model");
+  EXPECT_EQ(a->graph_dir(), JoinPath(top, "language_model"));
+  EXPECT_EQ(a->prefill().path, JoinPath(top, "language_model/prefill.rbln"));
+  EXPECT_THAT(a->companion_files(), ElementsAre("vision_tower"));
+  EXPECT_TRUE(a->submodule_config_text().has_value());
+
+  // The two copies of the count must agree.
+  testing::WriteFileOrDie(
+      JoinPath(top, "language_model/rbln_config.json"),
+      absl::StrReplaceAll(sub_config, {{"\"kvcache_num_blocks\": 16",
+                                        "\"kvcache_num_blocks\": 8"}}));
+  absl::Status s = Artifact::Open(env_, top).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("disagree"));
+}
+
 }  // namespace
 }  // namespace rbln

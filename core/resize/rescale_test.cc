@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "core/env.h"
 #include "core/error_facts.h"
 #include "core/format/builtin_codec.h"
@@ -284,6 +285,69 @@ TEST_F(RescaleTest, FitIsInvariantUnderResizing) {
     }
   }
   EXPECT_GE(rounds_run, 8);
+}
+
+TEST_F(RescaleTest, AMultimodalArtifactIsResizedInItsOwnLayout) {
+  // optimum-rbln's layout: the decoder's config nested under
+  // "language_model" in the parent's (here on one line, with escapes that a
+  // re-serialization would change), its graphs and own config in
+  // language_model/, another submodule and a top-level graph beside.
+  const std::string top = tmp_.Join("llava");
+  ASSERT_TRUE(Env::Default()->CreateDir(top).ok());
+  absl::StatusOr<SynthResult> written = WriteSyntheticArtifact(
+      Env::Default(), SynthSpec{}, JoinPath(top, "language_model"));
+  ASSERT_TRUE(written.ok()) << written.status();
+  const std::string sub_config =
+      testing::ReadFileOrDie(JoinPath(top, "language_model/rbln_config.json"));
+  const std::string parent_config = absl::StrCat(
+      "{\"cls_name\": \"RBLNLlavaForConditionalGenerationConfig\", "
+      "\"note\": \"caf\u00e9 \\/ \u00e9\", \"vision_tower\": {\"batch_size\": "
+      "1, "
+      "\"kvcache_num_blocks_hint\": 3}, \"language_model\": ",
+      sub_config, "}");
+  testing::WriteFileOrDie(JoinPath(top, kRblnConfigFileName), parent_config);
+  ASSERT_TRUE(Env::Default()->CreateDir(JoinPath(top, "vision_tower")).ok());
+  testing::WriteFileOrDie(JoinPath(top, "vision_tower/compiled_model.rbln"),
+                          "vision graph");
+  testing::WriteFileOrDie(JoinPath(top, "compiled_model.rbln"), "projector");
+
+  const Artifact before = Open(top);
+  ASSERT_EQ(before.submodule(), "language_model");
+  const uint64_t current = before.current_num_blocks();
+  const Artifact after = Resize(before, 12, "llava12");
+  EXPECT_EQ(after.current_num_blocks(), 12u);
+  EXPECT_EQ(after.submodule(), "language_model");
+
+  // Both counts changed, and nothing else, byte for byte.
+  const std::string from = absl::StrCat("\"kvcache_num_blocks\": ", current);
+  const std::string to = "\"kvcache_num_blocks\": 12";
+  EXPECT_EQ(testing::ReadFileOrDie(JoinPath(after.dir(), kRblnConfigFileName)),
+            absl::StrReplaceAll(parent_config, {{from, to}}));
+  EXPECT_EQ(testing::ReadFileOrDie(
+                JoinPath(after.dir(), "language_model/rbln_config.json")),
+            absl::StrReplaceAll(sub_config, {{from, to}}));
+  // The decoder's graphs were rescaled; the others copied as they were.
+  for (const ContainerFile& file : after.containers()) {
+    EXPECT_EQ(file.path,
+              JoinPath(after.dir(), "language_model/" + file.file_name));
+  }
+  for (const KvTensor& t : after.kv_tensors()) {
+    const KvTensor& old = before.kv_tensors()[&t - &after.kv_tensors()[0]];
+    for (size_t b = 0; b < t.bytes.size(); ++b) {
+      EXPECT_EQ(t.bytes[b],
+                old.resizable ? old.bytes[b] / current * 12 : old.bytes[b]);
+    }
+  }
+  EXPECT_EQ(testing::ReadFileOrDie(
+                JoinPath(after.dir(), "vision_tower/compiled_model.rbln")),
+            "vision graph");
+  EXPECT_EQ(
+      testing::ReadFileOrDie(JoinPath(after.dir(), "compiled_model.rbln")),
+      "projector");
+  EXPECT_EQ(
+      testing::ReadFileOrDie(
+          JoinPath(after.dir(), "language_model/config.json")),
+      testing::ReadFileOrDie(JoinPath(top, "language_model/config.json")));
 }
 
 }  // namespace
