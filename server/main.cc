@@ -419,7 +419,7 @@ int main(int argc, char** argv) {
   app.add_option("--codec-command", codec_command,
                  "Start this external codec for .rbln files the built-in one "
                  "does not read (docs/real-artifacts.md), e.g. "
-                 "\"/usr/bin/python3 /usr/share/rbln-artifactd/codecs/"
+                 "\"/usr/bin/python3 /usr/libexec/rbln-artifactd/"
                  "rbln_codec_rebel.py\": split into words as a shell would "
                  "(quotes, backslashes), never expanded, run without a "
                  "shell, with the daemon's environment")

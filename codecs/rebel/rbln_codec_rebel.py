@@ -94,6 +94,7 @@ class Compiler:
         self.api = ("per_chiplet" if hasattr(
             model, "get_alloc_per_chiplet_by_key") else "per_node")
         self.can_rescale = hasattr(model, "exp_rescale_buffer_size")
+        self.has_tensor_sizes = hasattr(model, "exp_get_dram_tensor_sizes")
 
     def load(self, path, file):
         try:
@@ -220,6 +221,13 @@ def _shape(values):
 
 
 def inspect(compiler, path, file):
+    if not compiler.has_tensor_sizes:
+        raise CodecError(
+            "OLDER_COMPILER",
+            f"rebel-compiler {compiler.version} has no "
+            "exp_get_dram_tensor_sizes: this compiler is older than the "
+            "KV-cache resize needs (it cannot say how large each KV tensor "
+            "is); upgrade rebel-compiler")
     model = compiler.load(path, file)
     tensors = model.exp_get_dram_tensor_sizes()
     if compiler.api == "per_chiplet":

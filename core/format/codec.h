@@ -112,6 +112,10 @@ class ContainerCodec {
   virtual absl::StatusOr<ContainerFacts> Inspect(Env* env,
                                                  const std::string& path) = 0;
 
+  // Whether Rescale can work at all: an external codec's compiler may be too
+  // old to rescale (Inspect works either way).
+  virtual bool CanRescale() const { return true; }
+
   // Writes the rescaled copy at request.out_path, complete and synced, when
   // it returns OK; the caller gives it its owner and mode. On error the
   // caller removes whatever is at out_path (the staging directory).

@@ -10,7 +10,9 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -52,6 +54,9 @@ constexpr size_t kMaxStderrLineBytes = 1000;
 constexpr size_t kStderrLinesKept = 8;
 // Tensor and allocation key names: no real name comes near it.
 constexpr size_t kMaxNameBytes = 255;
+// Allocation keys or KV tensors in one reply: real models have some hundreds
+// of KV tensors (two per layer) and a handful of keys.
+constexpr size_t kMaxNamedEntries = 4096;
 constexpr size_t kMaxNpuBytes = 64;
 // A codec's error message as repeated in a status.
 constexpr size_t kMaxCodecMessageBytes = 500;
@@ -124,11 +129,26 @@ struct ChildFailure {
 constexpr const char* kChildSteps[] = {"setgroups",
                                        "setgid",
                                        "setuid",
-                                       "set no_new_privs",
+                                       "clear capabilities or set "
+                                       "no_new_privs",
                                        "set the parent-death "
                                        "signal",
                                        "dup2",
                                        "exec"};
+
+// Whether this process may switch to another user: CAP_SETUID and
+// CAP_SETGID in its effective set.
+bool CanChangeIds() {
+  struct __user_cap_header_struct header {};
+  header.version = _LINUX_CAPABILITY_VERSION_3;
+  header.pid = 0;
+  struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  const auto has = [&data](int cap) {
+    return (data[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap)) != 0;
+  };
+  return has(CAP_SETUID) && has(CAP_SETGID);
+}
 
 // Runs in the forked child: only async-signal-safe calls until execve.
 [[noreturn]] void ExecWorker(const char* program, char* const* argv,
@@ -154,6 +174,13 @@ constexpr const char* kChildSteps[] = {"setgroups",
     if (setgroups(0, nullptr) != 0) fail(0);
     if (setgid(gid) != 0) fail(1);
     if (setuid(uid) != 0) fail(2);
+  }
+  // Capabilities the daemon was given as ambient ones (the systemd unit's
+  // AmbientCapabilities=) would survive the exec: the codec gets none.
+  // EINVAL: a kernel without ambient capabilities, where none survive.
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 &&
+      errno != EINVAL) {
+    fail(3);
   }
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(3);
   // After setuid, which clears it. The signal comes when the thread that
@@ -613,6 +640,10 @@ absl::Status ParseNamedBuckets(
   if (it == reply.MemberEnd() || !it->value.IsObject()) {
     return NotProtocol(absl::StrCat("no object \"", field, "\""));
   }
+  if (it->value.MemberCount() > kMaxNamedEntries) {
+    return NotProtocol(absl::StrCat(field, ": more than ", kMaxNamedEntries,
+                                    " entries"));
+  }
   absl::flat_hash_set<absl::string_view> seen;
   for (const auto& member : it->value.GetObject()) {
     const absl::string_view name(member.name.GetString(),
@@ -769,6 +800,9 @@ struct ExternalCodec::Call {
   std::function<absl::Status()> cancelled;
   // Reads an ok reply; an error means it is not protocol.
   std::function<absl::Status(const rapidjson::Value&)> parse;
+  // Stop the worker once it has answered (after a rescale: so that no
+  // descriptor it kept on its output outlives the call).
+  bool retire = false;
 };
 
 ExternalCodec::ExternalCodec(const ExternalCodecOptions& options,
@@ -836,17 +870,21 @@ absl::StatusOr<std::unique_ptr<ExternalCodec>> ExternalCodec::Start(
         "; the codec runs as this user when the daemon is root (getent "
         "passwd lists them)"));
   }
-  const bool root = geteuid() == 0;
+  // Root, or a daemon given CAP_SETUID and CAP_SETGID (a systemd drop-in),
+  // can run the codec as --codec-user.
+  const bool root = geteuid() == 0 || CanChangeIds();
   const uid_t uid = root ? found->pw_uid : geteuid();
   const gid_t gid = root ? found->pw_gid : getegid();
   const std::string name = absl::StrCat("external (", CodecName(*argv), ")");
   std::unique_ptr<ExternalCodec> codec(
       new ExternalCodec(options, *std::move(argv), name, uid, gid, root));
   if (!root) {
-    codec->Log(
-        absl::StrCat("codec: the daemon is not root, so the codec runs "
-                     "as its uid ",
-                     uid, ", not as --codec-user ", options.user));
+    codec->Log(absl::StrCat(
+        "codec: warning: the daemon is not root and lacks CAP_SETUID and "
+        "CAP_SETGID, so the codec runs as its uid ",
+        uid, ", not as --codec-user ", options.user,
+        " (without capabilities, but able to write what that uid owns, "
+        "the store included); see docs/real-artifacts.md to isolate it"));
   }
   absl::StatusOr<std::unique_ptr<Worker>> first =
       codec->StartWorker(&codec->hello_);
@@ -1040,7 +1078,15 @@ ExternalCodec::Acquire() {
     std::unique_ptr<Worker> stale;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &ExternalCodec::CanAcquire));
+      if (!mu_.AwaitWithTimeout(
+              absl::Condition(this, &ExternalCodec::CanAcquire),
+              options_.timeout)) {
+        return absl::UnavailableError(absl::StrCat(
+            "all ", options_.workers, " codec worker(s) stayed busy for ",
+            FormatSeconds(options_.timeout),
+            " (--codec-timeout-seconds); nothing was changed: try again, or "
+            "raise --codec-workers"));
+      }
       if (idle_.empty()) {
         ++live_;
         backoff = std::max(next_start_ - absl::Now(), absl::ZeroDuration());
@@ -1085,6 +1131,17 @@ void ExternalCodec::Release(std::unique_ptr<Worker> worker, bool healthy) {
   absl::Duration backoff = kBackoffStart;
   for (int i = 1; i < failures_ && backoff < kBackoffMax; ++i) backoff *= 2;
   next_start_ = absl::Now() + std::min(backoff, kBackoffMax);
+}
+
+void ExternalCodec::Done(std::unique_ptr<Worker> worker, bool retire) {
+  if (!retire) {
+    Release(std::move(worker), true);
+    return;
+  }
+  worker->Kill();
+  worker.reset();
+  absl::MutexLock lock(&mu_);
+  --live_;
 }
 
 absl::StatusOr<std::string> ExternalCodec::Exchange(Call& call) {
@@ -1179,13 +1236,13 @@ absl::StatusOr<std::string> ExternalCodec::Exchange(Call& call) {
     } else {
       return garbage("an unknown error code");
     }
-    Release(std::move(worker), true);
+    Done(std::move(worker), call.retire);
     return status;
   }
   if (absl::Status parsed = call.parse(doc); !parsed.ok()) {
     return garbage(parsed.message());
   }
-  Release(std::move(worker), true);
+  Done(std::move(worker), call.retire);
   return reply;
 }
 
@@ -1270,6 +1327,7 @@ absl::Status ExternalCodec::Rescale(const RescaleRequest& request) {
                                        : absl::OkStatus();
             },
         .parse = [](const rapidjson::Value&) { return absl::OkStatus(); },
+        .retire = true,
     };
     RBLN_RETURN_IF_ERROR(Exchange(call).status());
     dir.reset();

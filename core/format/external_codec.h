@@ -118,6 +118,7 @@ class ExternalCodec : public ContainerCodec {
   //                       could not be started
   absl::StatusOr<ContainerFacts> Inspect(Env* env,
                                          const std::string& path) override;
+  bool CanRescale() const override { return hello_.can_rescale; }
   absl::Status Rescale(const RescaleRequest& request) override;
 
   // The first worker's hello.
@@ -143,6 +144,8 @@ class ExternalCodec : public ContainerCodec {
   bool CanAcquire() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives a worker back: kept when `healthy`, else killed and reaped.
   void Release(std::unique_ptr<Worker> worker, bool healthy);
+  // A worker that answered: back to the pool, or stopped when `retire`.
+  void Done(std::unique_ptr<Worker> worker, bool retire);
   // Starts a worker process and checks its hello.
   absl::StatusOr<std::unique_ptr<Worker>> StartWorker(CodecHello* hello);
   // One request and its reply on a worker of the pool, with the errors

@@ -1,5 +1,6 @@
 #include "core/resize/rescale.h"
 
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -78,8 +79,72 @@ absl::Status WriteCancelled(absl::string_view when) {
       when, "; nothing was changed"));
 }
 
+absl::Status CheckRescaled(const ContainerFacts& before,
+                           const ContainerFacts& after,
+                           const RescaleFactors& factors,
+                           absl::string_view path,
+                           absl::string_view codec) {
+  const auto wrong = [&](const std::string& what) {
+    return absl::InternalError(absl::StrCat(
+        path, ": the rescaled copy the codec (", codec,
+        ") wrote does not hold what was asked: ", what,
+        "; nothing was changed (the codec or its compiler is at fault)"));
+  };
+  if (after.granularity != before.granularity ||
+      after.num_nodes != before.num_nodes ||
+      after.buckets_per_node != before.buckets_per_node) {
+    return wrong("its nodes or chiplets differ from the source's");
+  }
+  if (after.other.size() != before.other.size()) {
+    return wrong("its allocations other than the KV cache changed");
+  }
+  for (size_t i = 0; i < before.other.size(); ++i) {
+    if (after.other[i].key != before.other[i].key ||
+        after.other[i].bytes != before.other[i].bytes) {
+      return wrong(absl::StrCat("allocation '", before.other[i].key,
+                                "' changed"));
+    }
+  }
+  if (after.kv_tensors.size() != before.kv_tensors.size()) {
+    return wrong("its KV tensors differ from the source's");
+  }
+  for (const KvTensorFacts& old : before.kv_tensors) {
+    const auto now = std::find_if(
+        after.kv_tensors.begin(), after.kv_tensors.end(),
+        [&old](const KvTensorFacts& t) { return t.name == old.name; });
+    if (now == after.kv_tensors.end()) {
+      return wrong(absl::StrCat("KV tensor '", old.name, "' is missing"));
+    }
+    const auto factor = factors.find(old.name);
+    for (size_t b = 0; b < old.bytes.size() && b < now->bytes.size(); ++b) {
+      const absl::uint128 expected =
+          factor == factors.end()
+              ? absl::uint128(old.bytes[b])
+              : absl::uint128(old.bytes[b] / factor->second.second) *
+                    factor->second.first;
+      if (absl::uint128(now->bytes[b]) != expected) {
+        return wrong(absl::StrCat(
+            "KV tensor '", old.name, "' holds ", now->bytes[b],
+            " bytes in bucket ", b, ", expected ",
+            absl::Uint128Low64(expected)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
                                       const DeviceSpec& device) {
+  for (const ContainerFile& file : artifact.containers()) {
+    if (!file.codec->CanRescale()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          file.path, ": the codec (", file.codec->name(),
+          ") reports a compiler without exp_rescale_buffer_size (an older "
+          "rebel-compiler), which cannot resize the KV cache; upgrade "
+          "rebel-compiler on this host (or recompile the artifact with the "
+          "count you want); nothing was changed"));
+    }
+  }
   const RblnConfig& config = artifact.config();
   const uint64_t min_blocks = config.NumMinBlocks();
   // The counts a program needs to choose again (error_facts.h).
@@ -282,10 +347,11 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
       return check_cancelled();
     };
     RBLN_RETURN_IF_ERROR(file.codec->Rescale(request));
-    // A codec that reports no chunks is done with the whole file.
-    if (file.facts->payload_bytes == 0 && options.on_copied) {
-      options.on_copied(file.stat.size);
-    }
+    // What the codec wrote is read back before anything is committed.
+    RBLN_ASSIGN_OR_RETURN(ContainerFacts written,
+                          file.codec->Inspect(env, request.out_path));
+    RBLN_RETURN_IF_ERROR(CheckRescaled(*file.facts, written, plan.factors,
+                                       file.path, file.codec->name()));
     RBLN_RETURN_IF_ERROR(keep_ownership(file.path, request.out_path));
   }
   if (multimodal) {

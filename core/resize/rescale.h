@@ -45,7 +45,17 @@ struct ResizePlan {
   bool is_no_op() const { return current_num_blocks == target_num_blocks; }
 };
 
-// Plans a resize of `artifact` to `target` blocks. INVALID_ARGUMENT when the
+// OK when `after` (a codec's rescaled copy, inspected again) is `before`
+// rescaled by `factors`: the same buckets and other allocations, each named
+// tensor's bytes exactly bytes / current * target, the others unchanged.
+// INTERNAL naming `path` and `codec` otherwise.
+absl::Status CheckRescaled(const ContainerFacts& before,
+                           const ContainerFacts& after,
+                           const RescaleFactors& factors,
+                           absl::string_view path, absl::string_view codec);
+
+// Plans a resize of `artifact` to `target` blocks. FAILED_PRECONDITION when a
+// graph's codec cannot rescale (an older compiler); INVALID_ARGUMENT when the
 // target is below the minimum (naming the minimum and why) or overflows;
 // warnings (in the plan) for the soft guards, with the numbers.
 absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
