@@ -4,18 +4,18 @@
 #include <fcntl.h>
 #include <glib.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <linux/close_range.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <linux/capability.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -641,8 +641,8 @@ absl::Status ParseNamedBuckets(
     return NotProtocol(absl::StrCat("no object \"", field, "\""));
   }
   if (it->value.MemberCount() > kMaxNamedEntries) {
-    return NotProtocol(absl::StrCat(field, ": more than ", kMaxNamedEntries,
-                                    " entries"));
+    return NotProtocol(
+        absl::StrCat(field, ": more than ", kMaxNamedEntries, " entries"));
   }
   absl::flat_hash_set<absl::string_view> seen;
   for (const auto& member : it->value.GetObject()) {

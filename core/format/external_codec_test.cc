@@ -213,10 +213,16 @@ TEST_F(ExternalCodecTest, RescalesIntoTheOutputPathAndLeavesNothingElse) {
   absl::StatusOr<FileStat> st = env_->Stat(out_path());
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->uid, codec->worker_uid());  // the caller gives it its owner
+  // The worker that wrote it was stopped once it answered (so that nothing
+  // it kept open on its output outlives the call): a new one reads it.
+  std::vector<pid_t> pids = StartedPids();
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_NE(kill(pids[0], 0), 0);
   absl::StatusOr<ContainerFacts> facts = codec->Inspect(env_.get(), out_path());
   ASSERT_TRUE(facts.ok()) << facts.status();
   EXPECT_THAT(facts->kv_tensors[0].bytes, ElementsAre(128, 128));
   EXPECT_THAT(facts->kv_tensors[1].bytes, ElementsAre(32, 32));
+  EXPECT_EQ(codec->workers_started(), 2);
 }
 
 TEST_F(ExternalCodecTest, AFileItCannotReadIsDataLossAndKeepsTheWorker) {

@@ -82,8 +82,7 @@ absl::Status WriteCancelled(absl::string_view when) {
 absl::Status CheckRescaled(const ContainerFacts& before,
                            const ContainerFacts& after,
                            const RescaleFactors& factors,
-                           absl::string_view path,
-                           absl::string_view codec) {
+                           absl::string_view path, absl::string_view codec) {
   const auto wrong = [&](const std::string& what) {
     return absl::InternalError(absl::StrCat(
         path, ": the rescaled copy the codec (", codec,
@@ -101,8 +100,8 @@ absl::Status CheckRescaled(const ContainerFacts& before,
   for (size_t i = 0; i < before.other.size(); ++i) {
     if (after.other[i].key != before.other[i].key ||
         after.other[i].bytes != before.other[i].bytes) {
-      return wrong(absl::StrCat("allocation '", before.other[i].key,
-                                "' changed"));
+      return wrong(
+          absl::StrCat("allocation '", before.other[i].key, "' changed"));
     }
   }
   if (after.kv_tensors.size() != before.kv_tensors.size()) {
@@ -123,10 +122,9 @@ absl::Status CheckRescaled(const ContainerFacts& before,
               : absl::uint128(old.bytes[b] / factor->second.second) *
                     factor->second.first;
       if (absl::uint128(now->bytes[b]) != expected) {
-        return wrong(absl::StrCat(
-            "KV tensor '", old.name, "' holds ", now->bytes[b],
-            " bytes in bucket ", b, ", expected ",
-            absl::Uint128Low64(expected)));
+        return wrong(absl::StrCat("KV tensor '", old.name, "' holds ",
+                                  now->bytes[b], " bytes in bucket ", b,
+                                  ", expected ", absl::Uint128Low64(expected)));
       }
     }
   }

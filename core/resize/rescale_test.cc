@@ -350,5 +350,35 @@ TEST_F(RescaleTest, AMultimodalArtifactIsResizedInItsOwnLayout) {
       testing::ReadFileOrDie(JoinPath(top, "language_model/config.json")));
 }
 
+TEST(CheckRescaledTest, ACopyMustHoldExactlyWhatWasAsked) {
+  ContainerFacts before;
+  before.num_nodes = 1;
+  before.buckets_per_node = 2;
+  before.other = {{"weights", {100, 200}}};
+  before.kv_tensors = {{"k", {64, 128}, std::nullopt},
+                       {"window", {10, 10}, std::nullopt}};
+  const RescaleFactors factors = {{"k", {3, 2}}};
+  ContainerFacts good = before;
+  good.kv_tensors[0].bytes = {96, 192};
+  EXPECT_TRUE(CheckRescaled(before, good, factors, "p.rbln", "c").ok());
+
+  // A compiler whose rescale did nothing, or something else.
+  absl::Status s = CheckRescaled(before, before, factors, "p.rbln", "c");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(s.message(), HasSubstr("KV tensor 'k' holds 64 bytes"));
+  EXPECT_THAT(s.message(), HasSubstr("expected 96"));
+  ContainerFacts other = good;
+  other.other[0].bytes[1] = 201;
+  EXPECT_THAT(CheckRescaled(before, other, factors, "p.rbln", "c").message(),
+              HasSubstr("allocation 'weights' changed"));
+  ContainerFacts fixed = good;
+  fixed.kv_tensors[1].bytes = {15, 15};
+  EXPECT_THAT(CheckRescaled(before, fixed, factors, "p.rbln", "c").message(),
+              HasSubstr("KV tensor 'window'"));
+  ContainerFacts empty;  // an empty file, read as nothing
+  EXPECT_THAT(CheckRescaled(before, empty, factors, "p.rbln", "c").message(),
+              HasSubstr("nodes or chiplets differ"));
+}
+
 }  // namespace
 }  // namespace rbln
