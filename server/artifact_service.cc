@@ -476,6 +476,14 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
     graph->set_file_bytes(file.stat.size);
     graph->set_codec(file.codec->name());
   }
+  if (!artifact->submodule().empty()) {
+    resp->add_warnings(WireText(absl::StrCat(
+        "the memory plan and fits count the decoder's graphs only (",
+        artifact->submodule(),
+        "/), as optimum-rbln's fit does; the artifact's other graphs (other "
+        "submodules, top-level graphs) need device memory too when they "
+        "share the device")));
+  }
   absl::StatusOr<DramChoice> device = store_->DeviceFor(*artifact);
   if (!device.ok()) {
     resp->add_warnings(
