@@ -70,6 +70,22 @@ absl::Status CopyCompanion(Env* source, Env* env, const std::string& from_dir,
   }
 }
 
+// OK when `dir` holds exactly the entries `names`.
+absl::Status CheckOnlyWritten(Env* env, const std::string& dir,
+                              std::vector<std::string> names) {
+  RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env->ListDir(dir));
+  std::sort(names.begin(), names.end());
+  for (const DirEntry& entry : entries) {
+    if (!std::binary_search(names.begin(), names.end(), entry.name)) {
+      return absl::InternalError(absl::StrCat(
+          "something else wrote ", JoinPath(dir, entry.name),
+          " while the resized artifact was written there (a codec running "
+          "as the daemon's user?); nothing was changed"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status WriteCancelled(absl::string_view when) {
@@ -366,6 +382,25 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
       write_config(artifact.dir(), out_dir, plan.new_config_text));
   RBLN_RETURN_IF_ERROR(
       copy_companions(artifact.companion_files(), artifact.dir(), out_dir));
+  // Nothing but what was written here: an external codec that runs as the
+  // daemon's own user could write into the staging directory, and what it
+  // put there must not be committed.
+  std::vector<std::string> top(artifact.companion_files());
+  top.push_back(kRblnConfigFileName);
+  std::vector<std::string> graphs(artifact.submodule_companion_files());
+  if (plan.new_submodule_config_text.has_value()) {
+    graphs.push_back(kRblnConfigFileName);
+  }
+  for (const ContainerFile& file : artifact.containers()) {
+    graphs.push_back(file.file_name);
+  }
+  if (multimodal) {
+    top.push_back(artifact.submodule());
+    RBLN_RETURN_IF_ERROR(CheckOnlyWritten(env, out_graph_dir, graphs));
+  } else {
+    top.insert(top.end(), graphs.begin(), graphs.end());
+  }
+  RBLN_RETURN_IF_ERROR(CheckOnlyWritten(env, out_dir, top));
   // Last, as the directory's own mode may not let anyone add to it.
   RBLN_RETURN_IF_ERROR(keep_ownership(artifact.dir(), out_dir));
   RBLN_RETURN_IF_ERROR(env->SyncDir(out_dir));
