@@ -578,6 +578,159 @@ class SameNumbersTest(Base):
                                  builtin["fit"]["buckets"])
 
 
+
+class OlderCompilerTest(Base):
+    """Case 3: a compiler without exp_rescale_buffer_size, and one that
+    reports memory per node only."""
+
+    def test_no_rescale_is_refused_and_changes_nothing(self):
+        path = self.make("flat", flat_spec())
+        self.start(api="no_rescale")
+        before = tree_state(self.store)
+        for args in (["--set-kvcache-num-blocks", "700"],
+                     ["--set-memory-budget", "0.5"],
+                     ["--set-kvcache-num-blocks", "700", "--output-dir",
+                      os.path.join(self.store, "copy")]):
+            with self.subTest(args=args):
+                error = self.error(*args, "--model-id", path)
+                self.assertEqual(error["code"], "FAILED_PRECONDITION")
+                self.assertIn("older", error["message"])
+                self.assertIn("exp_rescale_buffer_size", error["message"])
+                self.assertIn("upgrade rebel-compiler", error["message"])
+                self.assert_unchanged(before, " ".join(args))
+        self.assertEqual(self.cli("--get-kvcache-num-blocks", "--model-id",
+                                  path)["kvcache_num_blocks"], 512)
+        self.assertEqual(self.cli("--describe", "--model-id",
+                                  path)["resizable_kv_tensors"], 6)
+
+    def test_per_node_fits_per_node(self):
+        spec = flat_spec()
+        path = self.make("flat", spec)
+        self.start(api="per_node")
+        described = self.cli("--describe", "--model-id", path)
+        self.assertTrue(described["memory_per_node"])
+        self.assertEqual(described["chiplets_per_node"], 1)
+        self.assertEqual(len(described["buckets"]), 2)
+        config = spec["rbln_config"]
+        graphs = [fake_header(os.path.join(path, name + ".rbln"))
+                  for name in spec["models"]]
+        answers = set()
+        for budget in ("0.5", "49%", "72GiB"):
+            with self.subTest(budget=budget):
+                reply = self.cli("--set-memory-budget", budget, "--dry-run",
+                                 "--model-id", path)
+                want = optimum_fit(graphs, resizable_of(config), 512,
+                                   full_blocks(config),
+                                   budget_per_bucket(budget, "RBLN-CR03",
+                                                     True), per_node=True)
+                self.assertEqual(reply["new_num_blocks"], want)
+                self.assertGreater(want, 513)
+                answers.add(want)
+        # Per node, the chiplets pool their memory: 0.5 fits more than the
+        # per-chiplet rule on the same files allows (the fullest chiplet
+        # limits that one).
+        per_chiplet = optimum_fit(graphs, resizable_of(config), 512,
+                                  full_blocks(config),
+                                  budget_per_bucket("0.5", "RBLN-CR03",
+                                                    False), per_node=False)
+        self.assertNotIn(per_chiplet, answers)
+        reply = self.cli("--set-memory-budget", "0.5", "--model-id", path)
+        self.assertTrue(reply["written"])
+        sizes = rebel.RBLNCompiledModel(
+            os.path.join(path, "prefill.rbln")).exp_get_dram_tensor_sizes()
+        count = reply["new_num_blocks"]
+        grid = spec["models"]["prefill"]["dram_tensors"][
+            "past_key_values.0.key"]
+        self.assertEqual(sizes["past_key_values.0.key"],
+                         [[size // 512 * count for size in node]
+                          for node in grid])
+
+
+def test_codec_file(kv_per_block, current, mode=None):
+    facts = {"test_codec": 1, "granularity": "chiplet", "num_nodes": 1,
+             "buckets_per_node": 1, "other": {"weights": [[GiB]]},
+             "kv_tensors": {"kv0": [[kv_per_block * current]]}}
+    if mode:
+        facts["mode"] = mode
+    return json.dumps(facts)
+
+
+class BrokenCodecTest(Base):
+    """Case 4: a codec that hangs, exits, answers garbage or writes
+    outside its scratch directory: a clear error through the client,
+    nothing changed, nothing left behind, and the daemon keeps serving."""
+
+    def make_test_codec_artifact(self, name):
+        path = os.path.join(self.store, name)
+        os.mkdir(path)
+        config = {"cls_name": "RBLNLlamaForCausalLM", "npu": "RBLN-CA12",
+                  "max_seq_len": 4096, "kvcache_block_size": 256,
+                  "batch_size": 1, "attn_impl": "eager",
+                  "kvcache_num_blocks": 16,
+                  "kvcache_metas": [{"name": "kv0", "layer_index": 0,
+                                     "shape": [1, 256, 64],
+                                     "dtype": "float16", "is_auto": True}]}
+        with open(os.path.join(path, "rbln_config.json"), "w") as f:
+            json.dump(config, f, indent=2)
+        for graph in ("prefill", "decoder_batch_1"):
+            with open(os.path.join(path, graph + ".rbln"), "w") as f:
+                f.write(test_codec_file(MiB, 16))
+        return path
+
+    def check(self, mode, operations, expect_code, expect_text):
+        outside = os.path.join(self.store, "outside")
+        path = self.make_test_codec_artifact("model")
+        self.start(codec=f"{PYTHON} {TEST_CODEC} --mode {mode} --outside "
+                   f"{outside}", flags=["--codec-timeout-seconds", "2"])
+        before = tree_state(self.store)
+        for args in operations:
+            args = [os.path.join(self.store, a) if a == "copy" else a
+                    for a in args]
+            with self.subTest(mode=mode, args=args):
+                error = self.error(*args, "--model-id", path)
+                self.assertEqual(error["code"], expect_code, error)
+                self.assertIn(expect_text, error["message"])
+                self.assertIn(".rbln", error["message"])
+                self.assert_unchanged(before, " ".join(args))
+                self.assertFalse(os.path.lexists(outside))
+                # The daemon serves on.
+                self.assertEqual(self.cli("--get-kvcache-num-blocks",
+                                          "--model-id", path)
+                                 ["kvcache_num_blocks"], 16)
+
+    WRITES = (["--set-kvcache-num-blocks", "8"],
+              ["--set-memory-budget", "0.5", "--output-dir", "copy"])
+
+    def test_hang(self):
+        self.check("hang", [["--describe"]] + list(self.WRITES),
+                   "DEADLINE_EXCEEDED", "--codec-timeout-seconds")
+
+    def test_exit(self):
+        self.check("exit", [["--describe"]] + list(self.WRITES),
+                   "UNAVAILABLE", "exited")
+
+    def test_garbage(self):
+        self.check("garbage", [["--describe"]] + list(self.WRITES),
+                   "INTERNAL", "not protocol")
+
+    def test_write_outside(self):
+        if os.geteuid() != 0:
+            self.skipTest("the codec runs as the daemon's own user when the "
+                          "daemon is not root: it could write outside")
+        self.check("write-outside", list(self.WRITES), "INTERNAL",
+                   "the codec failed")
+
+    def test_a_good_codec_works_on_these_files(self):
+        """The same artifact with a behaving codec: resized (so that the
+        failures above are the modes', not the artifact's)."""
+        path = self.make_test_codec_artifact("model")
+        self.start(codec=f"{PYTHON} {TEST_CODEC}")
+        reply = self.cli("--set-kvcache-num-blocks", "8", "--model-id", path)
+        self.assertTrue(reply["written"])
+        with open(os.path.join(path, "prefill.rbln")) as f:
+            self.assertEqual(json.load(f)["kv_tensors"]["kv0"], [[8 * MiB]])
+
+
 if __name__ == "__main__":
     result = unittest.main(verbosity=2, exit=False).result
     sys.exit(0 if result.wasSuccessful() else 1)
