@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -315,8 +316,8 @@ class Base(unittest.TestCase):
         daemon = Daemon(self.store,
                         os.path.join(self.root, f"d{self.daemons}.sock"),
                         extra, env=daemon_env(api, chatter), log_level=log_level)
-        self.addCleanup(daemon.stop)
         self.daemon = daemon
+        self.addCleanup(daemon.stop)  # exit 0 after SIGTERM, checked
         return daemon
 
     def make(self, name, spec):
@@ -646,7 +647,7 @@ class OlderCompilerTest(Base):
                           for node in grid])
 
 
-def test_codec_file(kv_per_block, current, mode=None):
+def codec_file_text(kv_per_block, current, mode=None):
     facts = {"test_codec": 1, "granularity": "chiplet", "num_nodes": 1,
              "buckets_per_node": 1, "other": {"weights": [[GiB]]},
              "kv_tensors": {"kv0": [[kv_per_block * current]]}}
@@ -674,7 +675,7 @@ class BrokenCodecTest(Base):
             json.dump(config, f, indent=2)
         for graph in ("prefill", "decoder_batch_1"):
             with open(os.path.join(path, graph + ".rbln"), "w") as f:
-                f.write(test_codec_file(MiB, 16))
+                f.write(codec_file_text(MiB, 16))
         return path
 
     def check(self, mode, operations, expect_code, expect_text):
@@ -729,6 +730,192 @@ class BrokenCodecTest(Base):
         self.assertTrue(reply["written"])
         with open(os.path.join(path, "prefill.rbln")) as f:
             self.assertEqual(json.load(f)["kv_tensors"]["kv0"], [[8 * MiB]])
+
+
+
+class ConfigVariantsTest(Base):
+    """Case 5: cache_metas with and without can_resize, kvcache_metas with
+    is_auto; a config with neither is refused for describe and set, while
+    get answers the count."""
+
+    def variant(self, name, metas_key, edit):
+        spec = flat_spec(npu="RBLN-CA12", nodes=1)
+        metas = metas_of(spec["models"])
+        for meta in metas:
+            edit(meta)
+        spec["rbln_config"] = decoder_config("RBLN-CA12", 1, 512, metas,
+                                             metas_key)
+        return spec, self.make(name, spec)
+
+    def test_variants_resize_what_they_say(self):
+        def can_resize(meta):
+            # can_resize wins over is_auto: layer 2 is kept fixed.
+            meta["can_resize"] = meta["is_auto"] and meta["layer_index"] != 2
+
+        def no_can_resize(meta):
+            pass
+
+        def layer_type_absent(meta):
+            if meta["layer_type"] == "full_attention":
+                del meta["layer_type"]
+
+        variants = {
+            "cache-metas-can-resize": ("cache_metas", can_resize, 4),
+            "cache-metas": ("cache_metas", no_can_resize, 6),
+            "kvcache-metas": ("kvcache_metas", layer_type_absent, 6),
+        }
+        made = {name: self.variant(name, key, edit)
+                for name, (key, edit, _) in variants.items()}
+        self.start()
+        for name, (_, _, resizable) in variants.items():
+            with self.subTest(variant=name):
+                spec, path = made[name]
+                described = self.cli("--describe", "--model-id", path)
+                self.assertEqual((described["resizable_kv_tensors"],
+                                  described["fixed_kv_tensors"]),
+                                 (resizable, 8 - resizable))
+                self.cli("--set-kvcache-num-blocks", "600", "--model-id",
+                         path)
+                want = resizable_of(spec["rbln_config"])
+                self.assertEqual(sum(want.values()), resizable)
+                sizes = rebel.RBLNCompiledModel(os.path.join(
+                    path, "prefill.rbln")).exp_get_dram_tensor_sizes()
+                for tensor, grid in spec["models"]["prefill"][
+                        "dram_tensors"].items():
+                    self.assertEqual(
+                        sizes[tensor],
+                        [[size // 512 * 600 for size in node]
+                         for node in grid] if want[tensor] else grid, tensor)
+
+    def test_neither_key_is_refused(self):
+        spec = flat_spec(npu="RBLN-CA12", nodes=1)
+        del spec["rbln_config"]["kvcache_metas"]
+        path = self.make("no-metas", spec)
+        self.start()
+        self.assertEqual(self.cli("--get-kvcache-num-blocks", "--model-id",
+                                  path)["kvcache_num_blocks"], 512)
+        before = tree_state(self.store)
+        for args in (["--describe"], ["--set-kvcache-num-blocks", "600"]):
+            with self.subTest(args=args):
+                message = self.error(*args, "--model-id", path)["message"]
+                self.assertIn("cache_metas", message)
+                self.assertIn("kvcache_metas", message)
+                self.assert_unchanged(before, " ".join(args))
+
+
+class MultimodalTest(Base):
+    """Case 6: Llava's layout, the decoder as the language_model
+    submodule."""
+
+    def setUp(self):
+        super().setUp()
+        spec = flat_spec(npu="RBLN-CA12", nodes=1)
+        spec["submodule"] = "language_model"
+        self.spec = spec
+        self.path = self.make("llava", spec)
+        self.before = tree_state(self.path)
+        self.files = {}
+        for name in ("rbln_config.json", "language_model/rbln_config.json"):
+            with open(os.path.join(self.path, name), "rb") as f:
+                self.files[name] = f.read()
+        self.start()
+
+    def assert_resized(self, path, count):
+        for name, original in self.spec["models"].items():
+            sizes = rebel.RBLNCompiledModel(os.path.join(
+                path, "language_model", name + ".rbln")
+            ).exp_get_dram_tensor_sizes()
+            resizable = resizable_of(self.spec["rbln_config"])
+            for tensor, grid in original["dram_tensors"].items():
+                self.assertEqual(sizes[tensor], [
+                    [size // 512 * count for size in node] for node in grid]
+                    if resizable[tensor] else grid, tensor)
+        # The parent's config: only language_model.kvcache_num_blocks (the
+        # one count in it: json.dump writes the nested object's key once).
+        for name, original in self.files.items():
+            self.assertEqual(original.count(b'"kvcache_num_blocks": 512'), 1)
+            with open(os.path.join(path, name), "rb") as f:
+                self.assertEqual(f.read(), original.replace(
+                    b'"kvcache_num_blocks": 512',
+                    b'"kvcache_num_blocks": %d' % count), name)
+        after = tree_state(path)
+        for name, state in self.before.items():
+            if (name.startswith("vision_tower") or
+                    name == "compiled_model.rbln"):
+                self.assertEqual(after[name][1], state[1], name)
+        self.assertEqual(sorted(after), sorted(self.before))
+
+    def test_get_describe_set(self):
+        got = self.cli("--get-kvcache-num-blocks", "--model-id", self.path)
+        self.assertEqual(got["kvcache_num_blocks"], 512)
+        described = self.cli("--describe", "--model-id", self.path)
+        self.assertEqual(described["submodule"], "language_model")
+        self.assertEqual(sorted(g["file_name"] for g in described["graphs"]),
+                         ["decoder_batch_8.rbln", "prefill.rbln"])
+        out = os.path.join(self.store, "llava-700")
+        self.cli("--set-kvcache-num-blocks", "700", "--model-id", self.path,
+                 "--output-dir", out)
+        self.assertEqual(tree_state(self.path), self.before)
+        self.assert_resized(out, 700)
+        reply = self.cli("--set-kvcache-num-blocks", "600", "--model-id",
+                         self.path)
+        self.assertTrue(reply["written"])
+        self.assert_resized(self.path, 600)
+        self.assertEqual(debris(self.store), [])
+
+
+class WithoutCodecTest(Base):
+    """Case 7: no --codec-command: get answers, describe and set name the
+    file and say to configure --codec-command."""
+
+    def test_get_only(self):
+        path = self.make("flat", flat_spec(npu="RBLN-CA12", nodes=1))
+        self.start(codec=None)
+        self.assertEqual(self.cli("--get-kvcache-num-blocks", "--model-id",
+                                  path)["kvcache_num_blocks"], 512)
+        before = tree_state(self.store)
+        for args in (["--describe"], ["--set-kvcache-num-blocks", "600"],
+                     ["--set-memory-budget", "0.5"]):
+            with self.subTest(args=args):
+                message = self.error(*args, "--model-id", path)["message"]
+                self.assertRegex(message, r"(prefill|decoder_batch_8)\.rbln")
+                self.assertIn("--codec-command", message)
+                self.assert_unchanged(before, " ".join(args))
+
+
+class InspectCacheTest(Base):
+    """Case 8: a second describe does not load the files again. The fake
+    says "loaded PATH" on every load (FAKE_REBEL_CHATTER=1); the adapter
+    sends it to stderr, which the daemon logs. One worker, so the log's
+    order is the codec's."""
+
+    def loads(self):
+        return self.daemon.stderr().count("rebel(fake): loaded")
+
+    def wait_for_loads(self, count):
+        deadline = time.monotonic() + LOG_WAIT_S
+        while self.loads() < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.loads()
+
+    def test_second_describe_is_served_from_the_cache(self):
+        path = self.make("flat", flat_spec(npu="RBLN-CA12", nodes=1))
+        self.start(flags=["--codec-workers", "1"], chatter=True,
+                   log_level="info")
+        self.cli("--describe", "--model-id", path)
+        self.assertEqual(self.wait_for_loads(2), 2)  # prefill, decoder
+        self.cli("--describe", "--model-id", path)
+        # A changed file (its ctime and mtime) is inspected again: its load
+        # line comes after any the second describe would have caused.
+        os.utime(os.path.join(path, "prefill.rbln"))
+        self.cli("--describe", "--model-id", path)
+        self.assertGreaterEqual(self.wait_for_loads(3), 3)
+        # Stopped, the daemon has logged every line the worker wrote before
+        # (the loads of the second describe, had there been any, too).
+        self.daemon.process.send_signal(signal.SIGTERM)
+        self.daemon.process.wait(timeout=CLI_TIMEOUT_S)
+        log = self.daemon.stderr()
+        self.assertEqual(log.count("rebel(fake): loaded"), 3, log)
 
 
 if __name__ == "__main__":
