@@ -315,7 +315,8 @@ class Base(unittest.TestCase):
             extra += ["--codec-command", codec]
         daemon = Daemon(self.store,
                         os.path.join(self.root, f"d{self.daemons}.sock"),
-                        extra, env=daemon_env(api, chatter), log_level=log_level)
+                        extra, env=daemon_env(api, chatter),
+                        log_level=log_level)
         self.daemon = daemon
         self.addCleanup(daemon.stop)  # exit 0 after SIGTERM, checked
         return daemon
