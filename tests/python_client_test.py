@@ -78,17 +78,19 @@ def error_detail(error):
 class Daemon:
     """rbln-artifactd on a Unix socket, started and waited for."""
 
-    def __init__(self, store, socket_path, extra_flags=()):
+    def __init__(self, store, socket_path, extra_flags=(), env=None,
+                 log_level="warn"):
+        """env: the daemon's environment (default: this process's)."""
         self.socket_path = socket_path
         self.address = "unix:" + socket_path
         self.err = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(
             [os.path.join(BIN_DIR, "rbln-artifactd"), "--store", store,
-             "--listen", self.address, "--log-level", "warn",
+             "--listen", self.address, "--log-level", log_level,
              # Spec-table figures whatever NPUs this host has.
              "--rbln-smi", "none"] +
             list(extra_flags),
-            stdout=subprocess.DEVNULL, stderr=self.err,
+            stdout=subprocess.DEVNULL, stderr=self.err, env=env,
             preexec_fn=_die_with_parent)
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
