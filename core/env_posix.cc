@@ -27,6 +27,7 @@
 #include "core/core_metrics.h"
 #include "core/env.h"
 #include "core/status_macros.h"
+#include "core/unique_fd.h"
 
 namespace rbln {
 namespace {
@@ -220,31 +221,6 @@ class PosixDirectory : public Directory {
  private:
   std::string path_;
   int fd_;
-};
-
-// A file descriptor closed when this goes out of scope.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      Reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~UniqueFd() { Reset(); }
-  int get() const { return fd_; }
-  int Release() { return std::exchange(fd_, -1); }
-
- private:
-  void Reset() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-  int fd_ = -1;
 };
 
 // Where one call acts: the last component `leaf` of its path, in the

@@ -34,6 +34,7 @@
 #include "core/status_macros.h"
 #include "core/subprocess.h"
 #include "core/text.h"
+#include "core/unique_fd.h"
 #include "rapidjson/document.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -74,38 +75,14 @@ constexpr absl::Duration kCancelPollInterval = absl::Seconds(1);
 // Values in the protocol are non-negative and below 2^63.
 constexpr uint64_t kMaxProtocolInteger = (uint64_t{1} << 63) - 1;
 
-// A descriptor closed when this goes out of scope.
-class ScopedFd {
- public:
-  ScopedFd() = default;
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ScopedFd(ScopedFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  ScopedFd& operator=(ScopedFd&& other) noexcept {
-    if (this != &other) {
-      Close();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  ~ScopedFd() { Close(); }
-  int get() const { return fd_; }
-  void Close() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 // Moves `fd` to a number of at least 3 (close-on-exec), so that placing the
 // child's descriptors at 0, 1 and 2 cannot overwrite another of them.
-absl::StatusOr<ScopedFd> AboveStdio(int fd) {
-  ScopedFd owned(fd);
+absl::StatusOr<UniqueFd> AboveStdio(int fd) {
+  UniqueFd owned(fd);
   if (fd >= 3) return owned;
   const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
   if (moved < 0) return ErrnoToStatus("dup", "a codec descriptor", errno);
-  return ScopedFd(moved);
+  return UniqueFd(moved);
 }
 
 std::string DescribeWaitStatus(int status) {
@@ -297,7 +274,7 @@ class ExternalCodec::Worker {
   // How a send or a read ended.
   enum class Io { kOk, kTimeout, kClosed, kTooLong, kCancelled, kError };
 
-  Worker(pid_t pid, ScopedFd socket, ScopedFd stderr_fd, ScopedFd stop,
+  Worker(pid_t pid, UniqueFd socket, UniqueFd stderr_fd, UniqueFd stop,
          std::function<void(absl::string_view)> log)
       : pid_(pid),
         socket_(std::move(socket)),
@@ -535,9 +512,9 @@ class ExternalCodec::Worker {
   }
 
   const pid_t pid_;
-  const ScopedFd socket_;
-  const ScopedFd stderr_;
-  const ScopedFd stop_;  // an eventfd that ends the stderr reader
+  const UniqueFd socket_;
+  const UniqueFd stderr_;
+  const UniqueFd stop_;  // an eventfd that ends the stderr reader
   const std::function<void(absl::string_view)> log_;
   int64_t next_id_ = 1;
   bool reaped_ = false;
@@ -937,28 +914,28 @@ ExternalCodec::StartWorker(CodecHello* hello) {
 
   absl::Status spawned;
   pid_t pid = -1;
-  ScopedFd daemon_end;
-  ScopedFd stderr_read;
+  UniqueFd daemon_end;
+  UniqueFd stderr_read;
   launcher_->Run([&]() {
     spawned = [&]() -> absl::Status {
       int pair[2];
       if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
         return ErrnoToStatus("socketpair for", "the codec", errno);
       }
-      ScopedFd ours(pair[0]);
-      RBLN_ASSIGN_OR_RETURN(ScopedFd theirs, AboveStdio(pair[1]));
+      UniqueFd ours(pair[0]);
+      RBLN_ASSIGN_OR_RETURN(UniqueFd theirs, AboveStdio(pair[1]));
       int err_pipe[2];
       if (pipe2(err_pipe, O_CLOEXEC) != 0) {
         return ErrnoToStatus("pipe for", "the codec", errno);
       }
-      ScopedFd err_read(err_pipe[0]);
-      RBLN_ASSIGN_OR_RETURN(ScopedFd err_write, AboveStdio(err_pipe[1]));
+      UniqueFd err_read(err_pipe[0]);
+      RBLN_ASSIGN_OR_RETURN(UniqueFd err_write, AboveStdio(err_pipe[1]));
       int status_pipe[2];
       if (pipe2(status_pipe, O_CLOEXEC) != 0) {
         return ErrnoToStatus("pipe for", "the codec", errno);
       }
-      ScopedFd status_read(status_pipe[0]);
-      RBLN_ASSIGN_OR_RETURN(ScopedFd status_write, AboveStdio(status_pipe[1]));
+      UniqueFd status_read(status_pipe[0]);
+      RBLN_ASSIGN_OR_RETURN(UniqueFd status_write, AboveStdio(status_pipe[1]));
       const pid_t parent = getpid();
       const pid_t child = fork();
       if (child < 0) return ErrnoToStatus("fork for", "the codec", errno);
@@ -995,7 +972,7 @@ ExternalCodec::StartWorker(CodecHello* hello) {
     }();
   });
   if (!spawned.ok()) return spawned;
-  ScopedFd stop(eventfd(0, EFD_CLOEXEC));
+  UniqueFd stop(eventfd(0, EFD_CLOEXEC));
   if (stop.get() < 0) {
     KillAndReap(pid);
     return ErrnoToStatus("eventfd for", "the codec", errno);
