@@ -53,6 +53,8 @@ constexpr size_t kMaxReplyBytes = size_t{16} << 20;
 constexpr size_t kMaxStderrLineBytes = 1000;
 // Stderr lines kept per worker for error messages.
 constexpr size_t kStderrLinesKept = 8;
+// What is read of a stopped worker's stderr that is still in the pipe.
+constexpr size_t kMaxDrainBytes = size_t{64} << 20;
 // Tensor and allocation key names: no real name comes near it.
 constexpr size_t kMaxNameBytes = 255;
 // Allocation keys or KV tensors in one reply: real models have some hundreds
@@ -472,16 +474,29 @@ class ExternalCodec::Worker {
     bool cut = false;
     char chunk[16 << 10];
     pollfd fds[2] = {{stderr_.get(), POLLIN, 0}, {stop_.get(), POLLIN, 0}};
+    // Once told to stop (the worker is dead), what is left in the pipe is
+    // still read and logged, up to kMaxDrainBytes, without waiting for more.
+    bool draining = false;
+    size_t drained = 0;
     while (true) {
-      if (poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        break;
+      if (!draining) {
+        if (poll(fds, 2, -1) < 0) {
+          if (errno == EINTR) continue;
+          break;
+        }
+        if (fds[1].revents != 0) {
+          draining = true;
+          if (fcntl(stderr_.get(), F_SETFL, O_NONBLOCK) != 0) break;
+        } else if (fds[0].revents == 0) {
+          continue;
+        }
       }
-      if (fds[1].revents != 0) break;
-      if (fds[0].revents == 0) continue;
       const ssize_t n = read(stderr_.get(), chunk, sizeof(chunk));
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN && !draining) continue;
       if (n <= 0) break;
+      drained += draining ? static_cast<size_t>(n) : 0;
+      if (drained > kMaxDrainBytes) break;
       absl::string_view data(chunk, static_cast<size_t>(n));
       while (!data.empty()) {
         const size_t newline = data.find('\n');
