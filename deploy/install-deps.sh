@@ -17,6 +17,7 @@ packages=(
   dpkg-dev file  # cpack -G DEB: dpkg-shlibdeps finds the runtime packages
   libmicrohttpd-dev curl  # --metrics-listen's HTTP server; the test scrapes it
   libglib2.0-dev  # g_shell_parse_argv: --codec-command split as a shell would
+  xfsprogs  # bench/run: mkfs.xfs for the XFS reflink rows (libbenchmark-dev: row 9)
 )
 
 # node and npm validate deploy/kubernetes/ (tests/kubernetes_test.py):

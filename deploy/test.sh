@@ -2,8 +2,10 @@
 # The whole test suite: installs what is missing, then configures, builds and
 # tests in three stages: a normal build (build/), an ASan+UBSan build
 # (build-asan/), and the libFuzzer targets built with clang (build-fuzz/), each
-# fuzzed for RBLN_FUZZ_SECONDS (docs/fuzzing.md). Prints each stage's wall
-# time. Exits non-zero on the first failure.
+# fuzzed for RBLN_FUZZ_SECONDS (docs/fuzzing.md); then runs `bench/run --quick`
+# on build/ so that the benchmark keeps building and running (it asserts
+# nothing about speed; docs/performance.md). Prints each stage's wall time.
+# Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,3 +50,5 @@ stage "sanitizer build (ASan+UBSan): build-asan/" \
 stage "fuzzing (libFuzzer, clang): build-fuzz/" \
   run_suite build-fuzz fuzzers "-R fuzz_" -DCMAKE_BUILD_TYPE=Debug \
   "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" -DCMAKE_CXX_COMPILER=clang++ -DRBLN_FUZZ=ON
+# Fails only when the benchmark itself is broken, never on speed.
+stage "benchmarks --quick: build/bench/results.json" bench/run --quick

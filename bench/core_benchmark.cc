@@ -1,0 +1,130 @@
+// rbln-bench-core: Google Benchmark of two pure parts of core/ that every
+// request runs (bench/run, row 9; docs/performance.md):
+//  * FitModel over a memory model of N nodes x 4 chiplets with 160 KV
+//    tensors (a 64-node artifact at the top), and over a growing tensor count;
+//  * ReadContainer of a synthetic prefill container (tools/synth.h) whose
+//    header grows with the layer count.
+// Each reports its complexity in the size it varies (--benchmark_format=json).
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "benchmark/benchmark.h"
+#include "core/env.h"
+#include "core/format/container.h"
+#include "core/resize/fit.h"
+#include "tools/synth.h"
+
+namespace rbln::bench {
+namespace {
+
+constexpr uint32_t kChipletsPerNode = 4;
+constexpr uint64_t kPerBlockBytes = uint64_t{64} << 10;
+constexpr uint64_t kBudgetPerChiplet = uint64_t{12} << 30;
+
+// Tensor t sits on chiplet t % 4 of every node, as rbln-artifact-synth
+// places layers.
+MemoryModel SyntheticModel(uint32_t nodes, uint32_t kv_tensors) {
+  MemoryModel model;
+  model.num_nodes = nodes;
+  model.chiplets_per_node = kChipletsPerNode;
+  model.num_full_blocks = 1 << 20;
+  for (uint32_t node = 0; node < nodes; ++node) {
+    for (uint32_t chiplet = 0; chiplet < kChipletsPerNode; ++chiplet) {
+      MemoryBucket bucket{
+          .node = node, .chiplet = chiplet, .other_bytes = uint64_t{2} << 30};
+      for (uint32_t t = chiplet; t < kv_tensors; t += kChipletsPerNode) {
+        bucket.kv_per_block.push_back(kPerBlockBytes + t);
+      }
+      model.buckets.push_back(std::move(bucket));
+    }
+  }
+  return model;
+}
+
+void BM_FitModelNodes(benchmark::State& state) {
+  const MemoryModel model =
+      SyntheticModel(static_cast<uint32_t>(state.range(0)), 160);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(FitModel(model, kBudgetPerChiplet));
+  }
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_FitModelNodes)
+    ->RangeMultiplier(4)
+    ->Range(1, 64)
+    ->Complexity(benchmark::oAuto);
+
+void BM_FitModelTensors(benchmark::State& state) {
+  const MemoryModel model =
+      SyntheticModel(64, static_cast<uint32_t>(state.range(0)));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(FitModel(model, kBudgetPerChiplet));
+  }
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_FitModelTensors)
+    ->RangeMultiplier(4)
+    ->Range(16, 640)
+    ->Complexity(benchmark::oAuto);
+
+// The prefill container of a synthetic artifact with `layers` layers (2 KV
+// tensors each), written once per size under $TMPDIR.
+std::string PrefillContainer(uint32_t layers) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      absl::StrCat("rbln-bench-core-", getpid(), "-", layers);
+  std::filesystem::remove_all(dir);
+  SynthSpec spec;
+  spec.num_layers = layers;
+  auto written = WriteSyntheticArtifact(Env::Default(), spec, dir.string());
+  if (!written.ok()) {
+    std::fprintf(stderr, "rbln-bench-core: synthesizing %u layers: %s\n",
+                 layers, written.status().ToString().c_str());
+    std::exit(1);
+  }
+  for (const std::string& file : written->files) {
+    if (absl::StrContains(file, "prefill") &&
+        absl::EndsWith(file, kContainerExtension)) {
+      return (dir / file).string();
+    }
+  }
+  std::fprintf(stderr, "rbln-bench-core: no prefill container in %s\n",
+               dir.c_str());
+  std::exit(1);
+}
+
+void BM_ReadContainerHeader(benchmark::State& state) {
+  const std::string path =
+      PrefillContainer(static_cast<uint32_t>(state.range(0)));
+  auto file = Env::Default()->NewRandomAccessFile(path);
+  if (!file.ok()) {
+    state.SkipWithError(file.status().ToString().c_str());
+    return;
+  }
+  uint64_t header_bytes = 0;
+  for (auto _ : state) {
+    auto container = ReadContainer(**file);
+    if (!container.ok()) {
+      state.SkipWithError(container.status().ToString().c_str());
+      break;
+    }
+    header_bytes = container->preamble.header_length;
+    benchmark::DoNotOptimize(container);
+  }
+  state.counters["header_bytes"] = static_cast<double>(header_bytes);
+  state.SetComplexityN(state.range(0));
+  std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+}
+BENCHMARK(BM_ReadContainerHeader)
+    ->RangeMultiplier(4)
+    ->Range(2, 128)
+    ->Complexity(benchmark::oAuto);
+
+}  // namespace
+}  // namespace rbln::bench
+
+BENCHMARK_MAIN();
