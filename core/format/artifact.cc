@@ -69,16 +69,21 @@ absl::StatusOr<OpenedConfig> OpenConfig(Env* env, const std::string& dir) {
   return opened;
 }
 
-// The first bytes of `path`, enough to tell the built-in container.
+// The first bytes of `file`, enough to tell the built-in container.
+absl::StatusOr<std::string> FirstBytes(const RandomAccessFile& file) {
+  std::string bytes(kCodecSniffBytes, '\0');
+  RBLN_ASSIGN_OR_RETURN(
+      size_t n, file.ReadAt(0, absl::MakeSpan(bytes.data(), bytes.size())));
+  bytes.resize(n);
+  return bytes;
+}
+
+// The same of `path`, opened through `env`.
 absl::StatusOr<std::string> Sniff(Env* env, const std::string& path) {
   // Refuses anything but a regular file, saying what it is.
   RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
                         env->NewRandomAccessFile(path));
-  std::string bytes(kCodecSniffBytes, '\0');
-  RBLN_ASSIGN_OR_RETURN(
-      size_t n, file->ReadAt(0, absl::MakeSpan(bytes.data(), bytes.size())));
-  bytes.resize(n);
-  return bytes;
+  return FirstBytes(*file);
 }
 
 // The codec for a file that starts with `first_bytes`.
@@ -436,12 +441,10 @@ absl::StatusOr<ArtifactSummary> ReadArtifactSummary(Env* env,
           JoinPath(opened.graph_dir,
                    absl::StrCat(kPrefillGraphName, kContainerExtension)));
   if (!file.ok()) return summary;
-  std::string first_bytes(kCodecSniffBytes, '\0');
-  absl::StatusOr<size_t> n = (*file)->ReadAt(
-      0, absl::MakeSpan(first_bytes.data(), first_bytes.size()));
-  if (!n.ok()) return summary;
-  first_bytes.resize(*n);
-  if (!LooksLikeBuiltinContainer(first_bytes)) return summary;
+  absl::StatusOr<std::string> first_bytes = FirstBytes(**file);
+  if (!first_bytes.ok() || !LooksLikeBuiltinContainer(*first_bytes)) {
+    return summary;
+  }
   absl::StatusOr<Container> container = ReadContainer(**file);
   if (!container.ok()) return summary;
   summary.compiled_num_blocks =
