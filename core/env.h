@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,14 @@ struct FileStat {
   int64_t ctime_ns = 0;
 };
 
+// A directory and some of its entries, looked at together (Env::StatEntries).
+struct DirStats {
+  FileStat dir;
+  // One per name asked for, in the same order; nullopt when the directory
+  // has no such entry.
+  std::vector<std::optional<FileStat>> entries;
+};
+
 // Who owns a file and with which permission bits.
 struct FileOwnership {
   uint32_t uid;
@@ -158,6 +167,12 @@ class Env {
       const std::string& path) = 0;
   // lstat: a symlink is reported as kSymlink, not followed.
   virtual absl::StatusOr<FileStat> Stat(const std::string& path) = 0;
+  // Stat of the directory `dir` and of the entries `names` in it (single
+  // components), as Stat would report each, resolving `dir` once where the
+  // Env can (then one fstatat per name): what a cache needs to check that
+  // the files it read are still the same. The default calls Stat for each.
+  virtual absl::StatusOr<DirStats> StatEntries(
+      const std::string& dir, absl::Span<const std::string> names);
 
   virtual absl::Status CreateDir(const std::string& path) = 0;
   // Gives a regular file or directory `owner` (chown, only when it differs,
@@ -222,6 +237,10 @@ class EnvWrapper : public Env {
   }
   absl::StatusOr<FileStat> Stat(const std::string& path) override {
     return target_->Stat(path);
+  }
+  absl::StatusOr<DirStats> StatEntries(
+      const std::string& dir, absl::Span<const std::string> names) override {
+    return target_->StatEntries(dir, names);
   }
   absl::Status CreateDir(const std::string& path) override {
     return target_->CreateDir(path);

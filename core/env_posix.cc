@@ -46,6 +46,23 @@ FileType TypeOf(mode_t mode) {
   return FileType::kOther;
 }
 
+int64_t TimeNs(const struct timespec& ts) {
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+FileStat ToFileStat(const struct stat& st) {
+  return FileStat{TypeOf(st.st_mode),
+                  static_cast<uint64_t>(st.st_size),
+                  static_cast<uint32_t>(st.st_mode & 07777),
+                  static_cast<uint64_t>(st.st_dev),
+                  static_cast<uint64_t>(st.st_ino),
+                  static_cast<uint64_t>(st.st_nlink),
+                  static_cast<uint32_t>(st.st_uid),
+                  static_cast<uint32_t>(st.st_gid),
+                  TimeNs(st.st_mtim),
+                  TimeNs(st.st_ctim)};
+}
+
 class PosixRandomAccessFile : public RandomAccessFile {
  public:
   PosixRandomAccessFile(std::string path, int fd)
@@ -389,26 +406,46 @@ class PosixEnv : public Env {
     return entries;
   }
 
-  static int64_t TimeNs(const struct timespec& ts) {
-    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-  }
-
   absl::StatusOr<FileStat> Stat(const std::string& path) override {
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("stat", path));
     struct stat st;
     if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       return ErrnoStatus("stat", path, errno);
     }
-    return FileStat{TypeOf(st.st_mode),
-                    static_cast<uint64_t>(st.st_size),
-                    static_cast<uint32_t>(st.st_mode & 07777),
-                    static_cast<uint64_t>(st.st_dev),
-                    static_cast<uint64_t>(st.st_ino),
-                    static_cast<uint64_t>(st.st_nlink),
-                    static_cast<uint32_t>(st.st_uid),
-                    static_cast<uint32_t>(st.st_gid),
-                    TimeNs(st.st_mtim),
-                    TimeNs(st.st_ctim)};
+    return ToFileStat(st);
+  }
+
+  absl::StatusOr<DirStats> StatEntries(
+      const std::string& dir, absl::Span<const std::string> names) override {
+    // Where links are followed, each name may lead elsewhere: Stat each.
+    if (follow_symlinks_) return Env::StatEntries(dir, names);
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("stat", dir));
+    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
+                       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0) {
+      return ErrnoStatus("stat", dir,
+                         LinkAwareErrno(at.dir, at.leaf.c_str(), errno));
+    }
+    struct stat st;
+    if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", dir, errno);
+    DirStats stats;
+    stats.dir = ToFileStat(st);
+    for (const std::string& name : names) {
+      if (name.empty() || name == "." || name == ".." ||
+          name.find('/') != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("stat ", JoinPath(dir, name), ": '", name,
+                         "' is not a single path component"));
+      }
+      if (fstatat(fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        stats.entries.push_back(ToFileStat(st));
+      } else if (errno == ENOENT) {
+        stats.entries.push_back(std::nullopt);
+      } else {
+        return ErrnoStatus("stat", JoinPath(dir, name), errno);
+      }
+    }
+    return stats;
   }
 
   absl::Status CreateDir(const std::string& path) override {
@@ -834,6 +871,22 @@ absl::StatusOr<std::unique_ptr<Env>> NewConfinedEnv(
   }
   return std::make_unique<PosixEnv>(std::move(canonical), std::move(fd),
                                     options);
+}
+
+absl::StatusOr<DirStats> Env::StatEntries(const std::string& dir,
+                                          absl::Span<const std::string> names) {
+  DirStats stats;
+  RBLN_ASSIGN_OR_RETURN(stats.dir, Stat(dir));
+  for (const std::string& name : names) {
+    absl::StatusOr<FileStat> st = Stat(JoinPath(dir, name));
+    if (absl::IsNotFound(st.status())) {
+      stats.entries.push_back(std::nullopt);
+      continue;
+    }
+    RBLN_RETURN_IF_ERROR(st.status());
+    stats.entries.push_back(*st);
+  }
+  return stats;
 }
 
 std::string JoinPath(absl::string_view dir, absl::string_view name) {

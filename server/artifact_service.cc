@@ -267,14 +267,15 @@ grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
       !auth.ok()) {
     return log.Finish(auth.status());
   }
-  absl::StatusOr<ArtifactSummary> summary =
+  absl::StatusOr<std::shared_ptr<const ArtifactSummary>> summary =
       store_->ReadSummary(req->artifact());
   if (!summary.ok()) return log.Finish(summary.status());
+  const RblnConfig& config = (*summary)->config;
   resp->set_artifact(name);  // canonical: the read succeeded
-  resp->set_kvcache_num_blocks(summary->config.kvcache_num_blocks);
-  resp->set_compiled_num_blocks(summary->compiled_num_blocks);
-  resp->set_num_full_blocks(summary->config.NumFullBlocks());
-  resp->set_num_min_blocks(summary->config.NumMinBlocks());
+  resp->set_kvcache_num_blocks(config.kvcache_num_blocks);
+  resp->set_compiled_num_blocks((*summary)->compiled_num_blocks);
+  resp->set_num_full_blocks(config.NumFullBlocks());
+  resp->set_num_min_blocks(config.NumMinBlocks());
   return log.Finish(absl::OkStatus());
 }
 
@@ -441,9 +442,10 @@ grpc::Status ArtifactServiceImpl::DescribeArtifact(
       !auth.ok()) {
     return log.Finish(auth.status());
   }
-  absl::StatusOr<Artifact> artifact =
-      store_->Read(req->artifact(), {.verify_payload = req->verify_payload()});
-  if (!artifact.ok()) return log.Finish(artifact.status());
+  absl::StatusOr<std::shared_ptr<const Artifact>> read = store_->ReadShared(
+      req->artifact(), {.verify_payload = req->verify_payload()});
+  if (!read.ok()) return log.Finish(read.status());
+  const Artifact* artifact = read->get();
   const RblnConfig& config = artifact->config();
   resp->set_artifact(name);  // canonical: the read succeeded
   resp->set_cls_name(config.cls_name);
@@ -535,17 +537,19 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
           "the directory to read or change it");
       continue;
     }
-    absl::StatusOr<ArtifactSummary> artifact = store_->ReadSummary(name);
-    if (!artifact.ok()) {
-      summary->set_error(WireText(
-          absl::StrCat(absl::StatusCodeToString(artifact.status().code()), ": ",
-                       artifact.status().message())));
+    absl::StatusOr<std::shared_ptr<const ArtifactSummary>> read =
+        store_->ReadSummary(name);
+    if (!read.ok()) {
+      summary->set_error(
+          WireText(absl::StrCat(absl::StatusCodeToString(read.status().code()),
+                                ": ", read.status().message())));
       continue;
     }
-    summary->set_kvcache_num_blocks(artifact->config.kvcache_num_blocks);
-    summary->set_npu(artifact->npu);
-    summary->set_num_nodes(artifact->config.num_devices);
-    summary->set_cls_name(artifact->config.cls_name);
+    const ArtifactSummary& artifact = **read;
+    summary->set_kvcache_num_blocks(artifact.config.kvcache_num_blocks);
+    summary->set_npu(artifact.npu);
+    summary->set_num_nodes(artifact.config.num_devices);
+    summary->set_cls_name(artifact.config.cls_name);
   }
   return log.Finish(absl::OkStatus());
 }

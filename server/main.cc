@@ -38,6 +38,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/core_metrics.h"
@@ -352,6 +353,13 @@ class HealthServer {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef NDEBUG
+  // Debian's Abseil is built with its Mutex deadlock detection on, which
+  // keeps a process-wide lock graph updated on every lock taken: a cost on
+  // each request (docs/performance.md). Debug and sanitizer builds (the
+  // tests) keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#endif
   CLI::App app{
       "rbln-artifactd: reads and changes kvcache_num_blocks of compiled NPU "
       "artifacts in a store, for rbln-artifact and other gRPC clients "

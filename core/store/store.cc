@@ -655,24 +655,50 @@ ArtifactOptions ArtifactStore::WithCodecs(ArtifactOptions options) {
 
 absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
                                              ArtifactOptions options) {
-  RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
-  std::shared_ptr<LockEntry> entry = Entry(at.name);
-  absl::ReaderMutexLock lock(&entry->rw);
-  absl::StatusOr<Artifact> artifact =
-      Artifact::Open(at.env, at.path, WithCodecs(std::move(options)));
-  if (!artifact.ok()) return NameArtifactInFacts(artifact.status(), at.name);
-  return artifact;
+  RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Artifact> artifact,
+                        ReadShared(name, std::move(options)));
+  return *artifact;
 }
 
-absl::StatusOr<ArtifactSummary> ArtifactStore::ReadSummary(
-    absl::string_view name) {
+absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
+    absl::string_view name, ArtifactOptions options) {
   RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
-  std::shared_ptr<LockEntry> entry = Entry(at.name);
-  absl::ReaderMutexLock lock(&entry->rw);
-  absl::StatusOr<ArtifactSummary> summary =
-      ReadArtifactSummary(at.env, at.path);
+  const bool cached = !options.verify_payload;
+  if (cached) {
+    if (auto artifact = artifact_cache_.FindArtifact(at.env, at.path)) {
+      return artifact;
+    }
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Artifact> artifact;
+  {
+    std::shared_ptr<LockEntry> entry = Entry(at.name);
+    absl::ReaderMutexLock lock(&entry->rw);
+    artifact = Artifact::Open(at.env, at.path, WithCodecs(std::move(options)));
+  }
+  if (!artifact.ok()) return NameArtifactInFacts(artifact.status(), at.name);
+  auto shared = std::make_shared<const Artifact>(*std::move(artifact));
+  if (cached) artifact_cache_.InsertArtifact(at.env, shared, start);
+  return shared;
+}
+
+absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
+ArtifactStore::ReadSummary(absl::string_view name) {
+  RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
+  if (auto summary = artifact_cache_.FindSummary(at.env, at.path)) {
+    return summary;
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ArtifactSummary> summary;
+  {
+    std::shared_ptr<LockEntry> entry = Entry(at.name);
+    absl::ReaderMutexLock lock(&entry->rw);
+    summary = ReadArtifactSummary(at.env, at.path);
+  }
   if (!summary.ok()) return NameArtifactInFacts(summary.status(), at.name);
-  return summary;
+  auto shared = std::make_shared<const ArtifactSummary>(*std::move(summary));
+  artifact_cache_.InsertSummary(at.env, at.path, shared, start);
+  return shared;
 }
 
 absl::StatusOr<std::vector<std::string>> ArtifactStore::List() {
@@ -850,11 +876,11 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   if (request.dry_run) {
     // A consistent snapshot is enough: no writer lease, so a dry run never
     // waits behind a long copy.
-    RBLN_ASSIGN_OR_RETURN(Artifact artifact,
-                          Read(name, {.verify_payload = request.verify}));
+    RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Artifact> artifact,
+                          ReadShared(name, {.verify_payload = request.verify}));
     WriteResult result;
     RBLN_RETURN_IF_ERROR(
-        Plan(request, name, output_name, artifact, &result).status());
+        Plan(request, name, output_name, *artifact, &result).status());
     return result;
   }
   // Lock files are made only for an artifact that exists and an output
@@ -984,11 +1010,15 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
     if (plan.is_no_op()) return result;
     RBLN_RETURN_IF_ERROR(
         CommitInPlace(artifact, plan, name, write_options, &result.warnings));
+    // A new directory (inode) is there now: what is held of the old one
+    // would miss anyway, and goes at once.
+    artifact_cache_.Erase(source.env, source.path);
     CountCommit(CommitKind::kInPlace);
   } else {
     RBLN_RETURN_IF_ERROR(CommitToOutput(artifact, plan, output_name,
                                         request.replace, write_options,
                                         &result.warnings));
+    artifact_cache_.Erase(env_, PathOf(output_name));
     CountCommit(CommitKind::kOutputDir);
   }
   result.written = true;

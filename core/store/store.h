@@ -52,6 +52,7 @@
 #include "core/device/dram.h"
 #include "core/env.h"
 #include "core/format/artifact.h"
+#include "core/format/artifact_cache.h"
 #include "core/format/codec.h"
 #include "core/resize/fit.h"
 #include "core/resize/rescale.h"
@@ -204,13 +205,22 @@ class ArtifactStore {
   // options.inspect_cache are the store's).
   absl::StatusOr<Artifact> Read(absl::string_view name,
                                 ArtifactOptions options = {});
+  // The same, shared with the store's artifact cache
+  // (core/format/artifact_cache.h): an artifact whose files are unchanged
+  // since it was last read is served without reading them again (unless
+  // options.verify_payload asks for the payloads to be read).
+  absl::StatusOr<std::shared_ptr<const Artifact>> ReadShared(
+      absl::string_view name, ArtifactOptions options = {});
 
   // Reads rbln_config.json of an artifact alone (ReadArtifactSummary): what
-  // Get and List need, with or without a codec for its graphs.
-  absl::StatusOr<ArtifactSummary> ReadSummary(absl::string_view name);
+  // Get and List need, with or without a codec for its graphs. Through the
+  // artifact cache, as ReadShared.
+  absl::StatusOr<std::shared_ptr<const ArtifactSummary>> ReadSummary(
+      absl::string_view name);
 
-  // The store's inspect cache (for tests and metrics).
+  // The store's inspect cache and artifact cache (for tests and metrics).
   const InspectCache& inspect_cache() const { return inspect_cache_; }
+  const ArtifactCache& artifact_cache() const { return artifact_cache_; }
 
   // Set or Fit, in place or into an output directory (see WriteRequest).
   absl::StatusOr<WriteResult> Write(const WriteRequest& request);
@@ -334,6 +344,8 @@ class ArtifactStore {
   const std::unique_ptr<DramProvider> spec_table_;
   // What the codecs said of each graph file, while it stays the same.
   InspectCache inspect_cache_;
+  // Parsed artifacts and summaries, while their files stay the same.
+  ArtifactCache artifact_cache_;
   std::unique_ptr<FileLock> store_lock_;
   std::vector<std::string> recovered_;
 

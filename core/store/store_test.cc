@@ -18,6 +18,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/device/device_spec.h"
 #include "core/env.h"
 #include "core/error_facts.h"
@@ -195,6 +196,52 @@ TEST_F(StoreTest, SetInPlaceCommitsAndLeavesNoStaging) {
   for (const DirEntry& e : *entries) {
     EXPECT_FALSE(StagedArtifactName(e.name).has_value()) << e.name;
   }
+}
+
+// Reads are served from the artifact cache while the files stay the same,
+// and never after a commit or an edit changed them.
+TEST_F(StoreTest, TheArtifactCacheServesUnchangedArtifactsOnly) {
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("b")));
+  // Until the files have been still for the racy window, every read reads
+  // them again (core/format/artifact_cache.h).
+  absl::SleepFor(ArtifactCache::kDefaultRacyWindow + absl::Milliseconds(200));
+  auto first = store_->ReadShared("a");
+  auto again = store_->ReadShared("a");
+  ASSERT_TRUE(first.ok() && again.ok()) << first.status();
+  EXPECT_EQ(*first, *again);
+  auto summary = store_->ReadSummary("a");
+  auto summary_again = store_->ReadSummary("a");
+  ASSERT_TRUE(summary.ok() && summary_again.ok()) << summary.status();
+  EXPECT_EQ(*summary, *summary_again);
+  EXPECT_EQ(store_->artifact_cache().hits(), 2u);
+  // A payload check always reads.
+  auto verified = store_->ReadShared("a", {.verify_payload = true});
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  EXPECT_NE(*verified, *first);
+
+  // Our commit: the next read sees the new count, at once.
+  ASSERT_TRUE(store_->Write({.name = "a", .target = uint64_t{10}}).ok());
+  EXPECT_EQ((*store_->ReadShared("a"))->current_num_blocks(), 10u);
+  EXPECT_EQ((*store_->ReadSummary("a"))->config.kvcache_num_blocks, 10u);
+  ASSERT_TRUE(store_
+                  ->Write({.name = "a",
+                           .target = uint64_t{12},
+                           .output_name = "b",
+                           .replace = true})
+                  .ok());
+  EXPECT_EQ((*store_->ReadSummary("b"))->config.kvcache_num_blocks, 12u);
+
+  // Someone else's edit in place, keeping the size.
+  const std::string config = JoinPath(Abs("a"), kRblnConfigFileName);
+  std::string text = testing::ReadFileOrDie(config);
+  const size_t at = text.find("\"kvcache_num_blocks\": 10");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 24, "\"kvcache_num_blocks\": 14");
+  testing::WriteFileOrDie(config, text);
+  EXPECT_EQ((*store_->ReadSummary("a"))->config.kvcache_num_blocks, 14u);
+  // The whole read sees it too, and refuses it: the graphs hold 10 blocks.
+  EXPECT_EQ(store_->ReadShared("a").status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 TEST_F(StoreTest, OutputDirectoryLeavesTheSourceByteIdentical) {

@@ -260,6 +260,12 @@ absl::StatusOr<FileStat> FaultInjectionEnv::Stat(const std::string& path) {
   return target()->Stat(path);
 }
 
+absl::StatusOr<DirStats> FaultInjectionEnv::StatEntries(
+    const std::string& dir, absl::Span<const std::string> names) {
+  RBLN_RETURN_IF_ERROR(Tick("StatEntries", dir));
+  return target()->StatEntries(dir, names);
+}
+
 absl::Status FaultInjectionEnv::CreateDir(const std::string& path) {
   RBLN_RETURN_IF_ERROR(Tick("CreateDir", path));
   return target()->CreateDir(path);

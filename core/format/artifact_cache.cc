@@ -1,0 +1,237 @@
+#include "core/format/artifact_cache.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/format/container.h"
+#include "core/format/inspect_cache.h"
+
+namespace rbln {
+namespace {
+
+bool SameFile(const FileStat& a, const FileStat& b) {
+  return FileIdentity::Of(a) == FileIdentity::Of(b);
+}
+
+bool SameDir(const DirStats& a, const DirStats& b) {
+  if (!SameFile(a.dir, b.dir) || a.entries.size() != b.entries.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.entries.size(); ++i) {
+    const auto& x = a.entries[i];
+    const auto& y = b.entries[i];
+    if (x.has_value() != y.has_value()) return false;
+    if (x.has_value() && !SameFile(*x, *y)) return false;
+  }
+  return true;
+}
+
+// Changed at or after `threshold_ns` (or in the future).
+bool IsRacy(const FileStat& st, int64_t threshold_ns) {
+  return st.mtime_ns >= threshold_ns || st.ctime_ns >= threshold_ns;
+}
+
+std::string GraphFileName(absl::string_view graph) {
+  return absl::StrCat(graph, kContainerExtension);
+}
+
+// An estimate of the memory a config holds once parsed.
+uint64_t ConfigBytes(const RblnConfig& config) {
+  uint64_t bytes = sizeof(RblnConfig) + config.cls_name.size() +
+                   config.attn_impl.size() + config.npu.size() +
+                   config.decoder_submodule.size();
+  for (const KvcacheMeta& meta : config.kvcache_metas) {
+    bytes += sizeof(meta) + meta.name.size();
+  }
+  for (const std::string& phase : config.phases) bytes += 32 + phase.size();
+  return bytes + config.decoder_batch_sizes.size() * sizeof(uint64_t);
+}
+
+// The same for an artifact; the codecs' facts are shared with the inspect
+// cache, which counts them.
+uint64_t ArtifactBytes(const Artifact& artifact) {
+  uint64_t bytes = sizeof(Artifact) + ConfigBytes(artifact.config()) +
+                   artifact.config_text().size() + artifact.dir().size() +
+                   artifact.graph_dir().size();
+  if (artifact.submodule_config_text().has_value()) {
+    bytes += artifact.submodule_config_text()->size();
+  }
+  for (const ContainerFile& file : artifact.containers()) {
+    bytes += sizeof(file) + file.file_name.size() + file.path.size();
+  }
+  for (const KvTensor& tensor : artifact.kv_tensors()) {
+    bytes += sizeof(tensor) + tensor.name.size() +
+             tensor.bytes.size() * sizeof(uint64_t);
+  }
+  for (const std::string& name : artifact.companion_files()) {
+    bytes += 32 + name.size();
+  }
+  for (const std::string& name : artifact.submodule_companion_files()) {
+    bytes += 32 + name.size();
+  }
+  return bytes;
+}
+
+uint64_t SourcesBytes(const std::vector<std::string>& dirs,
+                      const std::vector<std::vector<std::string>>& names) {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    bytes += sizeof(DirStats) + 32 + dirs[i].size();
+    for (const std::string& name : names[i]) {
+      bytes += sizeof(FileStat) + 48 + name.size();
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::shared_ptr<const Artifact> ArtifactCache::FindArtifact(
+    Env* env, const std::string& dir) {
+  std::optional<Entry> entry = Find(env, Key{env, dir, Kind::kArtifact});
+  return entry.has_value() ? entry->artifact : nullptr;
+}
+
+void ArtifactCache::InsertArtifact(Env* env,
+                                   std::shared_ptr<const Artifact> artifact,
+                                   absl::Time read_start) {
+  Sources sources;
+  std::vector<std::string> graphs = {kRblnConfigFileName};
+  for (const ContainerFile& file : artifact->containers()) {
+    graphs.push_back(file.file_name);
+  }
+  if (artifact->submodule().empty()) {
+    sources.dirs = {artifact->dir()};
+    sources.names = {std::move(graphs)};
+  } else {
+    sources.dirs = {artifact->dir(), artifact->graph_dir()};
+    sources.names = {{kRblnConfigFileName}, std::move(graphs)};
+  }
+  Entry entry;
+  entry.bytes = ArtifactBytes(*artifact);
+  Key key{env, artifact->dir(), Kind::kArtifact};
+  entry.artifact = std::move(artifact);
+  Insert(env, std::move(key), std::move(sources), std::move(entry), read_start);
+}
+
+std::shared_ptr<const ArtifactSummary> ArtifactCache::FindSummary(
+    Env* env, const std::string& dir) {
+  std::optional<Entry> entry = Find(env, Key{env, dir, Kind::kSummary});
+  return entry.has_value() ? entry->summary : nullptr;
+}
+
+void ArtifactCache::InsertSummary(
+    Env* env, const std::string& dir,
+    std::shared_ptr<const ArtifactSummary> summary, absl::Time read_start) {
+  // What ReadArtifactSummary reads: the config, and the prefill graph's
+  // header (the graph directory's listing is covered by its own times).
+  Sources sources;
+  const std::string prefill = GraphFileName(kPrefillGraphName);
+  const std::string& sub = summary->config.decoder_submodule;
+  if (sub.empty()) {
+    sources.dirs = {dir};
+    sources.names = {{kRblnConfigFileName, prefill}};
+  } else {
+    sources.dirs = {dir, JoinPath(dir, sub)};
+    sources.names = {{kRblnConfigFileName}, {prefill}};
+  }
+  Entry entry;
+  entry.bytes = sizeof(ArtifactSummary) + ConfigBytes(summary->config) +
+                summary->npu.size();
+  entry.summary = std::move(summary);
+  Insert(env, Key{env, dir, Kind::kSummary}, std::move(sources),
+         std::move(entry), read_start);
+}
+
+std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
+                                                        const Key& key) {
+  std::optional<Entry> entry;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) {
+      ++misses_;
+      return std::nullopt;
+    }
+    entry = it->second->second;
+  }
+  const Sources& sources = *entry->sources;
+  bool same = true;
+  for (size_t i = 0; same && i < sources.dirs.size(); ++i) {
+    absl::StatusOr<DirStats> now =
+        env->StatEntries(sources.dirs[i], sources.names[i]);
+    same = now.ok() && SameDir(*now, sources.seen[i]);
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = index_.find(key);
+  // Only the entry looked at is touched: another may have replaced it.
+  const bool current =
+      it != index_.end() && it->second->second.sources == entry->sources;
+  if (!same) {
+    if (current) EraseLocked(it->second);
+    ++misses_;
+    return std::nullopt;
+  }
+  if (current) lru_.splice(lru_.begin(), lru_, it->second);
+  ++hits_;
+  return entry;
+}
+
+void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
+                           absl::Time read_start) {
+  const int64_t threshold = absl::ToUnixNanos(read_start - racy_window_);
+  for (size_t i = 0; i < sources.dirs.size(); ++i) {
+    absl::StatusOr<DirStats> seen =
+        env->StatEntries(sources.dirs[i], sources.names[i]);
+    if (!seen.ok() || IsRacy(seen->dir, threshold)) return;
+    for (const std::optional<FileStat>& st : seen->entries) {
+      if (st.has_value() && IsRacy(*st, threshold)) return;
+    }
+    sources.seen.push_back(*std::move(seen));
+  }
+  entry.bytes +=
+      std::get<1>(key).size() + SourcesBytes(sources.dirs, sources.names);
+  entry.sources = std::make_shared<const Sources>(std::move(sources));
+  absl::MutexLock lock(&mu_);
+  if (auto it = index_.find(key); it != index_.end()) EraseLocked(it->second);
+  if (entry.bytes > max_bytes_) return;
+  bytes_ += entry.bytes;
+  lru_.emplace_front(key, std::move(entry));
+  index_[std::move(key)] = lru_.begin();
+  while (bytes_ > max_bytes_ && !lru_.empty()) {
+    EraseLocked(std::prev(lru_.end()));
+  }
+}
+
+void ArtifactCache::Erase(Env* env, const std::string& dir) {
+  absl::MutexLock lock(&mu_);
+  for (Kind kind : {Kind::kArtifact, Kind::kSummary}) {
+    if (auto it = index_.find(Key{env, dir, kind}); it != index_.end()) {
+      EraseLocked(it->second);
+    }
+  }
+}
+
+void ArtifactCache::EraseLocked(Lru::iterator it) {
+  bytes_ -= it->second.bytes;
+  index_.erase(it->first);
+  lru_.erase(it);
+}
+
+size_t ArtifactCache::size() const {
+  absl::MutexLock lock(&mu_);
+  return lru_.size();
+}
+
+uint64_t ArtifactCache::hits() const {
+  absl::MutexLock lock(&mu_);
+  return hits_;
+}
+
+uint64_t ArtifactCache::misses() const {
+  absl::MutexLock lock(&mu_);
+  return misses_;
+}
+
+}  // namespace rbln

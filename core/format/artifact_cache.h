@@ -1,0 +1,128 @@
+// ArtifactCache: parsed artifacts (Artifact::Open) and summaries
+// (ReadArtifactSummary) kept while every file they were read from stays the
+// same, so that Get, Describe and List neither read nor parse anything again
+// (docs/performance.md).
+//
+// An entry records the identity (device, inode, size, mtime, ctime) of the
+// artifact's directory, of its rbln_config.json and of every graph file it
+// read, and for a multimodal artifact of the submodule's directory and its
+// files. A lookup checks them again with one Env::StatEntries per directory
+// (one fstatat per file) and misses on any difference. A directory's mtime
+// and ctime change whenever an entry is added, removed or renamed in it, so
+// a graph or companion that appears or goes misses too; our commits swap in
+// a new directory (a new inode), and the store also erases the entries of
+// what it wrote.
+//
+// Racy files: file systems take times from a coarse clock (milliseconds; a
+// second or two on some), so a file rewritten twice within one tick, at the
+// same size, would keep its identity. A result is kept only when every file
+// it was read from last changed at least `racy_window` before the read began
+// (as git treats "racily clean" index entries): a file changed later is read
+// again on each request until it has been still for that long. The clock is
+// assumed not to step back by more than that.
+//
+// Not cached: a read that checks payload checksums (verify_payload) or
+// fails.
+//
+// Bounded: least recently used entries go once the estimated memory of what
+// is held exceeds `max_bytes`. Thread-safe; the file-system calls are made
+// outside its lock.
+#ifndef RBLN_CORE_FORMAT_ARTIFACT_CACHE_H_
+#define RBLN_CORE_FORMAT_ARTIFACT_CACHE_H_
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/env.h"
+#include "core/format/artifact.h"
+
+namespace rbln {
+
+class ArtifactCache {
+ public:
+  // About 20 KiB an artifact with a few-KiB config: some hundreds of
+  // artifacts, a small part of the daemon's memory.
+  static constexpr uint64_t kDefaultMaxBytes = uint64_t{8} << 20;
+  // Longer than any local file system's timestamp granularity (ext4, XFS
+  // and tmpfs stamp in nanoseconds from a clock of a few milliseconds; FAT
+  // in 2 seconds).
+  static constexpr absl::Duration kDefaultRacyWindow = absl::Seconds(2);
+
+  explicit ArtifactCache(uint64_t max_bytes = kDefaultMaxBytes,
+                         absl::Duration racy_window = kDefaultRacyWindow)
+      : max_bytes_(max_bytes), racy_window_(racy_window) {}
+
+  // The artifact read through `env` from `dir`, when it is held and every
+  // file it was read from is unchanged; else null.
+  std::shared_ptr<const Artifact> FindArtifact(Env* env,
+                                               const std::string& dir);
+  // Keeps `artifact`, opened through `env` by a read that began at
+  // `read_start`, unless a file it came from changed too recently (see the
+  // file comment) or cannot be looked at.
+  void InsertArtifact(Env* env, std::shared_ptr<const Artifact> artifact,
+                      absl::Time read_start);
+
+  // The same for ReadArtifactSummary(env, dir).
+  std::shared_ptr<const ArtifactSummary> FindSummary(Env* env,
+                                                     const std::string& dir);
+  void InsertSummary(Env* env, const std::string& dir,
+                     std::shared_ptr<const ArtifactSummary> summary,
+                     absl::Time read_start);
+
+  // Drops what is held for `dir` (after a write there).
+  void Erase(Env* env, const std::string& dir);
+
+  size_t size() const;
+  uint64_t hits() const;
+  uint64_t misses() const;
+
+ private:
+  // What a result was read from: directories, each with the entries read
+  // in it, and what each looked like then.
+  struct Sources {
+    std::vector<std::string> dirs;
+    std::vector<std::vector<std::string>> names;
+    std::vector<DirStats> seen;
+  };
+  enum class Kind { kArtifact, kSummary };
+  using Key = std::tuple<const Env*, std::string, Kind>;
+  struct Entry {
+    std::shared_ptr<const Sources> sources;
+    std::shared_ptr<const Artifact> artifact;
+    std::shared_ptr<const ArtifactSummary> summary;
+    uint64_t bytes = 0;
+  };
+  using Lru = std::list<std::pair<Key, Entry>>;
+
+  // The entry for `key` when its sources are unchanged (counted as a hit),
+  // else nullopt (a miss).
+  std::optional<Entry> Find(Env* env, const Key& key);
+  // Looks at `sources` (dirs and names set) and keeps `entry` under `key`
+  // when none of them is racy.
+  void Insert(Env* env, Key key, Sources sources, Entry entry,
+              absl::Time read_start);
+  void EraseLocked(Lru::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint64_t max_bytes_;
+  const absl::Duration racy_window_;
+  mutable absl::Mutex mu_;
+  Lru lru_ ABSL_GUARDED_BY(mu_);  // most recently used first
+  absl::flat_hash_map<Key, Lru::iterator> index_ ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_FORMAT_ARTIFACT_CACHE_H_

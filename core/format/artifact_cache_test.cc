@@ -1,0 +1,251 @@
+#include "core/format/artifact_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "core/env.h"
+#include "core/testing/test_util.h"
+#include "gtest/gtest.h"
+#include "tools/synth.h"
+
+namespace rbln {
+namespace {
+
+// The start of a read long after the test wrote its files: they look still
+// (not racy) to a cache with the default window.
+absl::Time ReadLater() { return absl::Now() + absl::Seconds(10); }
+
+// Sets the modification times of `dir` and of the files in it an hour back,
+// so that a change made by the test, however soon, shows in them.
+void AgeTree(Env* env, const std::string& dir) {
+  const struct timespec hour_ago[2] = {{time(nullptr) - 3600, 0},
+                                       {time(nullptr) - 3600, 0}};
+  absl::StatusOr<std::vector<DirEntry>> entries = env->ListDir(dir);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  for (const DirEntry& entry : *entries) {
+    ASSERT_EQ(utimensat(AT_FDCWD, JoinPath(dir, entry.name).c_str(), hour_ago,
+                        AT_SYMLINK_NOFOLLOW),
+              0);
+  }
+  ASSERT_EQ(utimensat(AT_FDCWD, dir.c_str(), hour_ago, 0), 0);
+}
+
+// Public: the changes below reach into it.
+class ArtifactCacheTest : public ::testing::Test {
+ public:
+  void SetUp() override {
+    dir_ = tmp_.Join("tiny");
+    ASSERT_TRUE(WriteSyntheticArtifact(env_, SynthSpec{}, dir_).ok());
+    ASSERT_NO_FATAL_FAILURE(AgeTree(env_, dir_));
+  }
+
+  std::shared_ptr<const Artifact> Open() {
+    absl::StatusOr<Artifact> artifact = Artifact::Open(env_, dir_);
+    EXPECT_TRUE(artifact.ok()) << artifact.status();
+    if (!artifact.ok()) return nullptr;
+    return std::make_shared<const Artifact>(*std::move(artifact));
+  }
+
+  std::shared_ptr<const ArtifactSummary> Summary() {
+    absl::StatusOr<ArtifactSummary> summary = ReadArtifactSummary(env_, dir_);
+    EXPECT_TRUE(summary.ok()) << summary.status();
+    if (!summary.ok()) return nullptr;
+    return std::make_shared<const ArtifactSummary>(*std::move(summary));
+  }
+
+  // Replaces `name`'s bytes in place (same inode), keeping its size.
+  void RewriteInPlace(const std::string& name, absl::string_view from,
+                      absl::string_view to) {
+    const std::string path = JoinPath(dir_, name);
+    const std::string text = testing::ReadFileOrDie(path);
+    ASSERT_NE(text.find(std::string(from)), std::string::npos);
+    ASSERT_EQ(from.size(), to.size());
+    testing::WriteFileOrDie(path, absl::StrReplaceAll(text, {{from, to}}));
+  }
+
+  Env* env_ = Env::Default();
+  testing::TempDir tmp_;
+  std::string dir_;
+  ArtifactCache cache_;
+};
+
+TEST_F(ArtifactCacheTest, AnUnchangedArtifactIsServedFromTheCache) {
+  EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
+  std::shared_ptr<const Artifact> artifact = Open();
+  ASSERT_NE(artifact, nullptr);
+  cache_.InsertArtifact(env_, artifact, ReadLater());
+  EXPECT_EQ(cache_.size(), 1u);
+  EXPECT_EQ(cache_.FindArtifact(env_, dir_), artifact);
+  EXPECT_EQ(cache_.FindArtifact(env_, dir_), artifact);
+  EXPECT_EQ(cache_.hits(), 2u);
+  EXPECT_EQ(cache_.misses(), 1u);
+  // Summaries are kept apart.
+  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+}
+
+TEST_F(ArtifactCacheTest, FilesChangedJustBeforeTheReadAreNotKept) {
+  // The test's files were written a moment ago: a read beginning now could
+  // share their timestamp tick with a second, unseen change.
+  cache_.InsertArtifact(env_, Open(), absl::Now());
+  cache_.InsertSummary(env_, dir_, Summary(), absl::Now());
+  EXPECT_EQ(cache_.size(), 0u);
+  EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
+}
+
+// Each way a file an artifact was read from can change makes the next
+// lookup miss (and drops the entry).
+struct Change {
+  std::string name;
+  std::function<void(ArtifactCacheTest*)> apply;
+};
+void PrintTo(const Change& change, std::ostream* os) { *os << change.name; }
+
+class ArtifactCacheChangeTest : public ArtifactCacheTest,
+                                public ::testing::WithParamInterface<Change> {};
+
+TEST_P(ArtifactCacheChangeTest, MissesTheArtifactAndTheSummary) {
+  cache_.InsertArtifact(env_, Open(), ReadLater());
+  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  ASSERT_NE(cache_.FindArtifact(env_, dir_), nullptr);
+  ASSERT_NE(cache_.FindSummary(env_, dir_), nullptr);
+  GetParam().apply(this);
+  EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.size(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Changes, ArtifactCacheChangeTest,
+    ::testing::Values(
+        // The same size, in place: only the times tell.
+        Change{"ConfigRewrittenInPlace",
+               [](ArtifactCacheTest* t) {
+                 t->RewriteInPlace(kRblnConfigFileName,
+                                   "\"kvcache_num_blocks\": 16",
+                                   "\"kvcache_num_blocks\": 32");
+               }},
+        Change{"PrefillTouched",
+               [](ArtifactCacheTest* t) {
+                 ASSERT_EQ(utimensat(AT_FDCWD,
+                                     JoinPath(t->dir_, "prefill.rbln").c_str(),
+                                     nullptr, 0),
+                           0);
+               }},
+        Change{"ConfigReplacedByRename",
+               [](ArtifactCacheTest* t) {
+                 const std::string path =
+                     JoinPath(t->dir_, kRblnConfigFileName);
+                 testing::WriteFileOrDie(path + ".new",
+                                         testing::ReadFileOrDie(path));
+                 ASSERT_TRUE(t->env_->Rename(path + ".new", path).ok());
+               }},
+        Change{"CompanionAdded",
+               [](ArtifactCacheTest* t) {
+                 testing::WriteFileOrDie(JoinPath(t->dir_, "README.md"), "x");
+               }},
+        Change{"DirectoryReplaced",
+               [](ArtifactCacheTest* t) {
+                 const std::string copy = t->tmp_.Join("copy");
+                 ASSERT_TRUE(
+                     WriteSyntheticArtifact(t->env_, SynthSpec{}, copy).ok());
+                 ASSERT_TRUE(t->env_->RenameExchange(copy, t->dir_).ok());
+               }},
+        Change{"DirectoryRemoved",
+               [](ArtifactCacheTest* t) {
+                 ASSERT_TRUE(RemoveTree(t->env_, t->dir_).ok());
+               }}),
+    [](const ::testing::TestParamInfo<Change>& info) {
+      return info.param.name;
+    });
+
+TEST_F(ArtifactCacheTest, EraseDropsBothKinds) {
+  cache_.InsertArtifact(env_, Open(), ReadLater());
+  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  EXPECT_EQ(cache_.size(), 2u);
+  cache_.Erase(env_, dir_);
+  EXPECT_EQ(cache_.size(), 0u);
+  EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
+}
+
+TEST_F(ArtifactCacheTest, EachEnvHasItsOwnEntries) {
+  std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(tmp_.path());
+  cache_.InsertArtifact(env_, Open(), ReadLater());
+  EXPECT_EQ(cache_.FindArtifact(confined.get(), dir_), nullptr);
+  EXPECT_NE(cache_.FindArtifact(env_, dir_), nullptr);
+}
+
+TEST_F(ArtifactCacheTest, AConfinedEnvRevalidatesThroughItsRoot) {
+  std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(tmp_.path());
+  cache_.InsertArtifact(confined.get(), Open(), ReadLater());
+  EXPECT_NE(cache_.FindArtifact(confined.get(), dir_), nullptr);
+  // A symbolic link swapped in for the directory is never followed.
+  ASSERT_TRUE(env_->Rename(dir_, tmp_.Join("moved")).ok());
+  ASSERT_EQ(symlink("moved", dir_.c_str()), 0);
+  EXPECT_EQ(cache_.FindArtifact(confined.get(), dir_), nullptr);
+}
+
+TEST_F(ArtifactCacheTest, IsBoundedByBytesDroppingTheLeastRecentlyUsed) {
+  // Room for about two artifacts.
+  std::shared_ptr<const Artifact> first = Open();
+  ArtifactCache small(3 * (first->config_text().size() + 4096));
+  std::vector<std::string> dirs;
+  for (int i = 0; i < 6; ++i) {
+    dirs.push_back(tmp_.Join(absl::StrCat("a", i)));
+    ASSERT_TRUE(WriteSyntheticArtifact(env_, SynthSpec{}, dirs.back()).ok());
+    absl::StatusOr<Artifact> a = Artifact::Open(env_, dirs.back());
+    ASSERT_TRUE(a.ok()) << a.status();
+    small.InsertArtifact(env_, std::make_shared<const Artifact>(*std::move(a)),
+                         ReadLater());
+    // The first stays in use, so it stays.
+    if (i > 0) {
+      EXPECT_NE(small.FindArtifact(env_, dirs[0]), nullptr) << i;
+    }
+  }
+  EXPECT_LE(small.size(), 3u);
+  EXPECT_GE(small.size(), 2u);
+  EXPECT_NE(small.FindArtifact(env_, dirs[0]), nullptr);
+  EXPECT_NE(small.FindArtifact(env_, dirs[5]), nullptr);
+  EXPECT_EQ(small.FindArtifact(env_, dirs[1]), nullptr);
+}
+
+TEST(StatEntriesTest, ReportsEachEntryOrItsAbsenceThroughOneDirectory) {
+  testing::TempDir tmp;
+  std::unique_ptr<Env> env = testing::ConfinedEnvOrDie(tmp.path());
+  testing::WriteFileOrDie(tmp.Join("a"), "12345");
+  ASSERT_EQ(mkdir(tmp.Join("d").c_str(), 0755), 0);
+  ASSERT_EQ(symlink("a", tmp.Join("link").c_str()), 0);
+  const std::vector<std::string> names = {"a", "missing", "d", "link"};
+  absl::StatusOr<DirStats> stats = env->StatEntries(tmp.path(), names);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->dir.type, FileType::kDirectory);
+  ASSERT_EQ(stats->entries.size(), 4u);
+  ASSERT_TRUE(stats->entries[0].has_value());
+  EXPECT_EQ(stats->entries[0]->size, 5u);
+  EXPECT_FALSE(stats->entries[1].has_value());
+  EXPECT_EQ(stats->entries[2]->type, FileType::kDirectory);
+  EXPECT_EQ(stats->entries[3]->type, FileType::kSymlink);  // not followed
+  // The same as Stat says of each.
+  absl::StatusOr<FileStat> a = env->Stat(tmp.Join("a"));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(stats->entries[0]->inode, a->inode);
+  EXPECT_EQ(stats->entries[0]->ctime_ns, a->ctime_ns);
+
+  const std::vector<std::string> bad = {"d/x"};
+  EXPECT_EQ(env->StatEntries(tmp.path(), bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(env->StatEntries(tmp.Join("link"), names).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(env->StatEntries(tmp.Join("missing"), names).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace rbln
