@@ -29,7 +29,7 @@ namespace {
 // Over TCP a caller is on another host: it names artifacts relative to the
 // store, or NAME:path in a read-only root; an absolute path means the
 // daemon's file system, which only local callers (the Unix socket) share.
-absl::Status CheckNameForPeer(const grpc::ServerContext* context,
+absl::Status CheckNameForPeer(const grpc::ServerContextBase* context,
                               absl::string_view name, absl::string_view what) {
   const std::string peer = context->peer();
   const bool remote =
@@ -94,7 +94,7 @@ grpc::Status ToGrpc(const absl::Status& status) {
 
 // Marks a reply as the handler's own (see reply_metadata.h): without the
 // mark, a client takes a non-OK status for a transport failure.
-grpc::Status MarkedReply(grpc::ServerContext* context,
+grpc::Status MarkedReply(grpc::ServerContextBase* context,
                          const grpc::Status& status) {
   context->AddTrailingMetadata(v1::kReplyMetadataKey, v1::kReplyMetadataValue);
   return status;
@@ -131,7 +131,7 @@ void FillRoots(const ArtifactStore& store, std::string* store_root,
 // (MarkedReply).
 class ArtifactServiceImpl::RequestLog {
  public:
-  RequestLog(ArtifactServiceImpl* service, grpc::ServerContext* context,
+  RequestLog(ArtifactServiceImpl* service, grpc::ServerContextBase* context,
              absl::string_view method, absl::string_view artifact)
       : service_(service),
         context_(context),
@@ -180,7 +180,7 @@ class ArtifactServiceImpl::RequestLog {
 
  private:
   ArtifactServiceImpl* const service_;
-  grpc::ServerContext* const context_;
+  grpc::ServerContextBase* const context_;
   const std::string method_;
   const std::string artifact_;
   const absl::Time start_;
@@ -207,7 +207,7 @@ ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
       facts_(std::move(facts)) {}
 
 absl::StatusOr<Caller> ArtifactServiceImpl::Authorize(
-    grpc::ServerContext* context, RequestLog& log, bool writes,
+    grpc::ServerContextBase* context, RequestLog& log, bool writes,
     absl::string_view artifact) const {
   RBLN_ASSIGN_OR_RETURN(Caller caller, auth_->Identify(*context));
   log.SetCaller(caller);
@@ -258,18 +258,44 @@ absl::Status ArtifactServiceImpl::CheckReadsItself(
   return absl::OkStatus();
 }
 
-grpc::Status ArtifactServiceImpl::GetKvcacheNumBlocks(
-    grpc::ServerContext* context, const v1::GetKvcacheNumBlocksRequest* req,
+template <typename Handler>
+grpc::ServerUnaryReactor* ArtifactServiceImpl::ServeRead(
+    grpc::CallbackServerContext* context, Handler handler) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (std::optional<grpc::Status> status = handler(ReadMode::kCachedOnly)) {
+    reactor->Finish(*status);
+    return reactor;
+  }
+  // grpc::Server::Shutdown waits for this call to finish, so the service
+  // (and readers_) outlive it.
+  readers_.Schedule([reactor, handler = std::move(handler)]() mutable {
+    reactor->Finish(*handler(ReadMode::kMayRead));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ArtifactServiceImpl::GetKvcacheNumBlocks(
+    grpc::CallbackServerContext* context,
+    const v1::GetKvcacheNumBlocksRequest* req,
     v1::GetKvcacheNumBlocksResponse* resp) {
-  const std::string name = LogName(req->artifact());
+  return ServeRead(context, [this, context, req, resp](ReadMode mode) {
+    return Get(context, *req, resp, mode);
+  });
+}
+
+std::optional<grpc::Status> ArtifactServiceImpl::Get(
+    grpc::ServerContextBase* context, const v1::GetKvcacheNumBlocksRequest& req,
+    v1::GetKvcacheNumBlocksResponse* resp, ReadMode mode) {
+  const std::string name = LogName(req.artifact());
   RequestLog log(this, context, "GetKvcacheNumBlocks", name);
-  if (auto auth = Authorize(context, log, /*writes=*/false, req->artifact());
+  if (auto auth = Authorize(context, log, /*writes=*/false, req.artifact());
       !auth.ok()) {
     return log.Finish(auth.status());
   }
   absl::StatusOr<std::shared_ptr<const ArtifactSummary>> summary =
-      store_->ReadSummary(req->artifact());
+      store_->ReadSummary(req.artifact(), mode);
   if (!summary.ok()) return log.Finish(summary.status());
+  if (*summary == nullptr) return std::nullopt;  // not cached
   const RblnConfig& config = (*summary)->config;
   resp->set_artifact(name);  // canonical: the read succeeded
   resp->set_kvcache_num_blocks(config.kvcache_num_blocks);
@@ -433,18 +459,32 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
   return absl::OkStatus();
 }
 
-grpc::Status ArtifactServiceImpl::DescribeArtifact(
-    grpc::ServerContext* context, const v1::DescribeArtifactRequest* req,
+grpc::ServerUnaryReactor* ArtifactServiceImpl::DescribeArtifact(
+    grpc::CallbackServerContext* context,
+    const v1::DescribeArtifactRequest* req,
     v1::DescribeArtifactResponse* resp) {
-  const std::string name = LogName(req->artifact());
+  return ServeRead(context, [this, context, req, resp](ReadMode mode) {
+    return Describe(context, *req, resp, mode);
+  });
+}
+
+std::optional<grpc::Status> ArtifactServiceImpl::Describe(
+    grpc::ServerContextBase* context, const v1::DescribeArtifactRequest& req,
+    v1::DescribeArtifactResponse* resp, ReadMode mode) {
+  // The memory plan asks the device provider, which may run a probe.
+  if (mode == ReadMode::kCachedOnly && !dram_->AnswersWithoutWaiting()) {
+    return std::nullopt;
+  }
+  const std::string name = LogName(req.artifact());
   RequestLog log(this, context, "DescribeArtifact", name);
-  if (auto auth = Authorize(context, log, /*writes=*/false, req->artifact());
+  if (auto auth = Authorize(context, log, /*writes=*/false, req.artifact());
       !auth.ok()) {
     return log.Finish(auth.status());
   }
   absl::StatusOr<std::shared_ptr<const Artifact>> read = store_->ReadShared(
-      req->artifact(), {.verify_payload = req->verify_payload()});
+      req.artifact(), {.verify_payload = req.verify_payload()}, mode);
   if (!read.ok()) return log.Finish(read.status());
+  if (*read == nullptr) return std::nullopt;  // not cached
   const Artifact* artifact = read->get();
   const RblnConfig& config = artifact->config();
   resp->set_artifact(name);  // canonical: the read succeeded

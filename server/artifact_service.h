@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "absl/time/time.h"
 #include "core/device/dram.h"
 #include "core/store/store.h"
+#include "core/thread_pool.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
 #include "server/auth.h"
 
@@ -42,7 +44,17 @@ struct ServerFacts {
   std::string codec;
 };
 
-class ArtifactServiceImpl final : public v1::ArtifactService::Service {
+// Get and Describe, the calls orchestrators poll, are gRPC callback methods:
+// answered on the gRPC thread that received them when the artifact cache
+// (core/format/artifact_cache.h) holds the answer, else on a small pool of
+// the service's own, so that a read that waits for the disk or a codec never
+// holds up gRPC's threads. The other calls are synchronous.
+using ArtifactServiceBase =
+    v1::ArtifactService::WithCallbackMethod_GetKvcacheNumBlocks<
+        v1::ArtifactService::WithCallbackMethod_DescribeArtifact<
+            v1::ArtifactService::Service>>;
+
+class ArtifactServiceImpl final : public ArtifactServiceBase {
  public:
   // `store`, `dram` and `auth` must outlive the service. At most
   // `max_concurrent_writes` writes run at once; more get UNAVAILABLE. Every
@@ -52,8 +64,9 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
                       const Authenticator* auth, int max_concurrent_writes,
                       ServerFacts facts);
 
-  grpc::Status GetKvcacheNumBlocks(
-      grpc::ServerContext* context, const v1::GetKvcacheNumBlocksRequest* req,
+  grpc::ServerUnaryReactor* GetKvcacheNumBlocks(
+      grpc::CallbackServerContext* context,
+      const v1::GetKvcacheNumBlocksRequest* req,
       v1::GetKvcacheNumBlocksResponse* resp) override;
   grpc::Status SetKvcacheNumBlocks(grpc::ServerContext* context,
                                    const v1::SetKvcacheNumBlocksRequest* req,
@@ -61,9 +74,10 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
   grpc::Status FitMemoryBudget(grpc::ServerContext* context,
                                const v1::FitMemoryBudgetRequest* req,
                                v1::ResizeResponse* resp) override;
-  grpc::Status DescribeArtifact(grpc::ServerContext* context,
-                                const v1::DescribeArtifactRequest* req,
-                                v1::DescribeArtifactResponse* resp) override;
+  grpc::ServerUnaryReactor* DescribeArtifact(
+      grpc::CallbackServerContext* context,
+      const v1::DescribeArtifactRequest* req,
+      v1::DescribeArtifactResponse* resp) override;
   grpc::Status ListArtifacts(grpc::ServerContext* context,
                              const v1::ListArtifactsRequest* req,
                              v1::ListArtifactsResponse* resp) override;
@@ -106,6 +120,24 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
     absl::Time start;
   };
 
+  // Reads that must touch the disk at once, beyond which they queue.
+  static constexpr int kReaderThreads = 4;
+  using ReadMode = ArtifactStore::ReadMode;
+  // Serves a callback read: `handler(ReadMode::kCachedOnly)` on this thread,
+  // and when it returns nullopt (it would have to read or wait),
+  // `handler(ReadMode::kMayRead)` on readers_, which must answer.
+  template <typename Handler>
+  grpc::ServerUnaryReactor* ServeRead(grpc::CallbackServerContext* context,
+                                      Handler handler);
+  std::optional<grpc::Status> Get(grpc::ServerContextBase* context,
+                                  const v1::GetKvcacheNumBlocksRequest& req,
+                                  v1::GetKvcacheNumBlocksResponse* resp,
+                                  ReadMode mode);
+  std::optional<grpc::Status> Describe(grpc::ServerContextBase* context,
+                                       const v1::DescribeArtifactRequest& req,
+                                       v1::DescribeArtifactResponse* resp,
+                                       ReadMode mode);
+
   // Runs a Set or Fit: admission, progress tracking, the store call, and the
   // reply.
   absl::Status Write(grpc::ServerContext* context, WriteRequest request,
@@ -122,7 +154,7 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
   // (no absolute path over TCP), and a reader on the Unix socket must be
   // able to read it itself (CheckReadsItself): the daemon is no confused
   // deputy. Returns the caller.
-  absl::StatusOr<Caller> Authorize(grpc::ServerContext* context,
+  absl::StatusOr<Caller> Authorize(grpc::ServerContextBase* context,
                                    RequestLog& log, bool writes,
                                    absl::string_view artifact = "") const;
   // PERMISSION_DENIED (NOT_READABLE_BY_CALLER) when `caller` is a
@@ -141,6 +173,8 @@ class ArtifactServiceImpl final : public v1::ArtifactService::Service {
   const int max_concurrent_writes_;
   const ServerFacts facts_;
   std::atomic<bool> stopping_{false};
+  // Reads that could not be answered from the cache (ServeRead).
+  ThreadPool readers_{kReaderThreads};
 
   mutable absl::Mutex mu_;
   int active_writes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -265,6 +265,24 @@ bool PeerMayRead(const UnixPeer& peer, uid_t uid, gid_t gid, uint32_t mode) {
 }
 
 Caller Authenticator::UnixCaller(const UnixPeer& peer) const {
+  PeerKey key{peer.uid, peer.gid, peer.groups};
+  const absl::Time now = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = unix_callers_.find(key);
+    if (it != unix_callers_.end() &&
+        now - it->second.looked_up < kUnixCallerTtl) {
+      return it->second.caller;
+    }
+  }
+  Caller caller = LookUpUnixCaller(peer);
+  absl::MutexLock lock(&mu_);
+  if (unix_callers_.size() >= kMaxCachedUnixCallers) unix_callers_.clear();
+  unix_callers_[std::move(key)] = {caller, now};
+  return caller;
+}
+
+Caller Authenticator::LookUpUnixCaller(const UnixPeer& peer) const {
   const std::string user = UserName(peer.uid);
   Caller caller;
   caller.identity = user.empty() ? absl::StrCat("uid:", peer.uid)
@@ -300,7 +318,7 @@ Caller Authenticator::UnixCaller(const UnixPeer& peer) const {
 }
 
 absl::StatusOr<Caller> Authenticator::Identify(
-    const grpc::ServerContext& context) const {
+    const grpc::ServerContextBase& context) const {
   Caller caller;
   // 1. A certificate gRPC's TLS verified against --tls-client-ca.
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();

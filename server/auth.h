@@ -24,6 +24,7 @@
 #include <array>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -32,6 +33,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "grpcpp/server_context.h"
 
 namespace rbln {
@@ -141,7 +144,7 @@ class Authenticator {
 
   // Names the caller of `context`, or UNAUTHENTICATED saying what is
   // missing or wrong.
-  absl::StatusOr<Caller> Identify(const grpc::ServerContext& context) const;
+  absl::StatusOr<Caller> Identify(const grpc::ServerContextBase& context) const;
 
   // Reads the tokens file again; on failure the old table stays.
   absl::Status ReloadTokens();
@@ -150,13 +153,28 @@ class Authenticator {
 
  private:
   explicit Authenticator(AuthOptions options);
+  // The caller a Unix peer is: its user and groups looked up in the user
+  // and group databases, at most once per kUnixCallerTtl for the same
+  // credentials (a lookup reads /etc/passwd and /etc/group; a change there
+  // takes effect within the TTL).
   Caller UnixCaller(const UnixPeer& peer) const;
+  Caller LookUpUnixCaller(const UnixPeer& peer) const;
+  static constexpr absl::Duration kUnixCallerTtl = absl::Seconds(5);
+  // Past this many credentials the cache starts again.
+  static constexpr size_t kMaxCachedUnixCallers = 4096;
+  using PeerKey = std::tuple<uid_t, gid_t, std::vector<gid_t>>;
+  struct CachedCaller {
+    Caller caller;
+    absl::Time looked_up;
+  };
 
   const AuthOptions options_;
   const absl::flat_hash_set<std::string> operators_;
   UnixPeerTable unix_peers_;
   mutable absl::Mutex mu_;
   std::optional<TokenTable> tokens_ ABSL_GUARDED_BY(mu_);
+  mutable absl::flat_hash_map<PeerKey, CachedCaller> unix_callers_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // OK for an operator; PERMISSION_DENIED naming the caller and

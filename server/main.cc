@@ -53,6 +53,7 @@
 #include "core/store/store.h"
 #include "core/subprocess.h"
 #include "core/version.h"
+#include "server/allocator.h"
 #include "server/artifact_service.h"
 #include "server/auth.h"
 #include "server/log_format.h"
@@ -353,6 +354,8 @@ class HealthServer {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any thread starts (server/allocator.h).
+  rbln::ConfigureMalloc();
 #ifdef NDEBUG
   // Debian's Abseil is built with its Mutex deadlock detection on, which
   // keeps a process-wide lock graph updated on every lock taken: a cost on

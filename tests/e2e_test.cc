@@ -171,6 +171,41 @@ TEST_F(E2eTest, SetKvcacheNumBlocksThenGetReturnsIt) {
   EXPECT_EQ(Get("./llama"), before);
 }
 
+// Once an artifact's files have been still for 2 s, Get and Describe are
+// answered from the daemon's artifact cache on gRPC's own thread
+// (docs/performance.md); each answer still follows every change: the
+// daemon's own commits and another process's edit.
+TEST_F(E2eTest, CachedAnswersFollowEveryChange) {
+  const uint64_t before = Get("./llama");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Get("./llama"), before);
+    Outcome describe = Cli("--describe --json --model-id ./llama");
+    ASSERT_EQ(describe.code, 0) << describe;
+    EXPECT_EQ(JsonU64(ParseJson(describe), "kvcache_num_blocks"), before);
+  }
+  Outcome set = Cli(absl::StrCat("--set-kvcache-num-blocks ", before - 2,
+                                 " --model-id ./llama"));
+  ASSERT_EQ(set.code, 0) << set;
+  EXPECT_EQ(Get("./llama"), before - 2);
+  Outcome describe = Cli("--describe --json --model-id ./llama");
+  ASSERT_EQ(describe.code, 0) << describe;
+  EXPECT_EQ(JsonU64(ParseJson(describe), "kvcache_num_blocks"), before - 2);
+
+  // Still again, then edited in place by someone else, keeping its size.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+  EXPECT_EQ(Get("./llama"), before - 2);
+  const std::string config = JoinPath(StorePath("llama"), kRblnConfigFileName);
+  const std::string text = ReadFileOrDie(config);
+  const std::string from = absl::StrCat("\"kvcache_num_blocks\": ", before - 2);
+  const std::string to = absl::StrCat("\"kvcache_num_blocks\": ", before - 1);
+  ASSERT_EQ(from.size(), to.size());
+  ASSERT_NE(text.find(from), std::string::npos);
+  rbln::testing::WriteFileOrDie(config,
+                                absl::StrReplaceAll(text, {{from, to}}));
+  EXPECT_EQ(Get("./llama"), before - 1);
+}
+
 TEST_F(E2eTest, SetMemoryBudgetFractionWritesTheFittingCount) {
   rapidjson::Document get = GetJson("./llama");
   const uint64_t min_blocks = JsonU64(get, "num_min_blocks");

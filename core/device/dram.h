@@ -57,6 +57,10 @@ class DramProvider {
   virtual absl::StatusOr<DramChoice> ForNpu(absl::string_view npu) = 0;
   // What the provider sees, for GetDeviceInfo.
   virtual DeviceReport Report() = 0;
+  // Whether ForNpu would answer now, without waiting for a device probe
+  // (its own or another caller's): a caller on a thread that must not block
+  // asks first.
+  virtual bool AnswersWithoutWaiting() { return true; }
 };
 
 // "15.72 GiB": bytes as sources and warnings print them.

@@ -196,14 +196,23 @@ class ProbeProvider : public DramProvider {
     return report;
   }
 
+  bool AnswersWithoutWaiting() override {
+    if (!mu_.TryLock()) return false;  // a probe is running
+    const bool fresh = IsFresh();
+    mu_.Unlock();
+    return fresh;
+  }
+
  private:
+  bool IsFresh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return cached_.has_value() &&
+           options_.clock() - probed_at_ < options_.cache_ttl;
+  }
+
   // The cached probe, or a fresh one when it is older than the TTL.
   Probe Latest() {
     absl::MutexLock lock(&mu_);
-    if (cached_.has_value() &&
-        options_.clock() - probed_at_ < options_.cache_ttl) {
-      return *cached_;
-    }
+    if (IsFresh()) return *cached_;
     Probe fresh = Run();
     CountProbe(ResultOf(fresh));
     const std::string summary = Summary(fresh);

@@ -381,6 +381,22 @@ TEST_F(ProbeProviderTest, AnswersAreCachedForTheTtl) {
   EXPECT_EQ(Runs(), 2u);
 }
 
+// A caller that must not block asks first: only a fresh answer is at hand.
+TEST_F(ProbeProviderTest, AnswersWithoutWaitingOnlyWhileTheAnswerIsFresh) {
+  FakeClock clock;
+  ProbeOptions options = Options(FakePrinting("rbln-smi-atom-ca12.txt"));
+  options.cache_ttl = absl::Seconds(5);
+  options.clock = [&clock]() { return clock.Now(); };
+  std::unique_ptr<DramProvider> provider = NewProbeProvider(options);
+  EXPECT_FALSE(provider->AnswersWithoutWaiting());  // never probed
+  ASSERT_TRUE(provider->ForNpu("RBLN-CA12").ok());
+  EXPECT_TRUE(provider->AnswersWithoutWaiting());
+  clock.Advance(absl::Seconds(6));
+  EXPECT_FALSE(provider->AnswersWithoutWaiting());
+  EXPECT_EQ(Runs(), 1u);  // asking probes nothing
+  EXPECT_TRUE(NewSpecTableProvider()->AnswersWithoutWaiting());
+}
+
 TEST_F(ProbeProviderTest, FailuresAreCachedToo) {
   // A hanging tool must not cost every request its timeout.
   FakeClock clock;

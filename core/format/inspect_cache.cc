@@ -48,6 +48,13 @@ void InspectCache::Insert(const std::string& codec, const FileIdentity& id,
     EraseLocked(std::prev(lru_.end()));
 }
 
+void InspectCache::Erase(const FileIdentity& id) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = index_.find(Key{id.device, id.inode}); it != index_.end()) {
+    EraseLocked(it->second);
+  }
+}
+
 void InspectCache::EraseLocked(Lru::iterator it) {
   bytes_ -= it->second.bytes;
   index_.erase(it->first);

@@ -7,8 +7,10 @@
 // lookup with a different identity misses (and the caller re-inspects), so a
 // file changed in any way, or replaced by a rename, is never served stale.
 // Our own commits replace files by rename (a new inode) and so invalidate
-// their entries as a matter of course. rbln_config.json is never cached: it
-// is the source of truth and read on every request.
+// their entries as a matter of course; they also erase the entries of the
+// files they replaced, which would otherwise stay until the bound pushed them
+// out. rbln_config.json is not cached here (the artifact cache,
+// artifact_cache.h, keeps parsed configs while their files stay the same).
 //
 // Bounded: least recently used entries go once the facts held exceed
 // `max_bytes` (an estimate of their size in memory).
@@ -59,6 +61,8 @@ class InspectCache {
                                              const FileIdentity& id);
   void Insert(const std::string& codec, const FileIdentity& id,
               std::shared_ptr<const ContainerFacts> facts);
+  // Drops what is held for the file `id` names (its device and inode).
+  void Erase(const FileIdentity& id);
 
   size_t size() const;
   uint64_t hits() const;

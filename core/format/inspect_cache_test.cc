@@ -53,6 +53,17 @@ TEST(InspectCacheTest, ANewerInspectionOfTheSameInodeReplacesTheOld) {
   EXPECT_EQ(cache.Find("built-in", Id(1, 2))->npu, "new");
 }
 
+TEST(InspectCacheTest, EraseDropsTheFileItNames) {
+  InspectCache cache;
+  cache.Insert("built-in", Id(1), Facts("a"));
+  cache.Insert("built-in", Id(2), Facts("b"));
+  cache.Erase(Id(1));
+  cache.Erase(Id(3));  // not held: nothing happens
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.Find("built-in", Id(1)), nullptr);
+  EXPECT_NE(cache.Find("built-in", Id(2)), nullptr);
+}
+
 TEST(InspectCacheTest, LeastRecentlyUsedEntriesGoPastTheBound) {
   // Room for a few small entries only.
   InspectCache cache(/*max_bytes=*/3 * 1024);

@@ -661,7 +661,7 @@ absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
 }
 
 absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
-    absl::string_view name, ArtifactOptions options) {
+    absl::string_view name, ArtifactOptions options, ReadMode mode) {
   RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
   const bool cached = !options.verify_payload;
   if (cached) {
@@ -669,6 +669,7 @@ absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
       return artifact;
     }
   }
+  if (mode == ReadMode::kCachedOnly) return nullptr;
   const absl::Time start = absl::Now();
   absl::StatusOr<Artifact> artifact;
   {
@@ -683,11 +684,12 @@ absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
 }
 
 absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
-ArtifactStore::ReadSummary(absl::string_view name) {
+ArtifactStore::ReadSummary(absl::string_view name, ReadMode mode) {
   RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
   if (auto summary = artifact_cache_.FindSummary(at.env, at.path)) {
     return summary;
   }
+  if (mode == ReadMode::kCachedOnly) return nullptr;
   const absl::Time start = absl::Now();
   absl::StatusOr<ArtifactSummary> summary;
   {
@@ -1011,8 +1013,12 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
     RBLN_RETURN_IF_ERROR(
         CommitInPlace(artifact, plan, name, write_options, &result.warnings));
     // A new directory (inode) is there now: what is held of the old one
-    // would miss anyway, and goes at once.
+    // would miss anyway, and goes at once, with the codecs' facts of the
+    // containers it replaced.
     artifact_cache_.Erase(source.env, source.path);
+    for (const ContainerFile& file : artifact.containers()) {
+      inspect_cache_.Erase(FileIdentity::Of(file.stat));
+    }
     CountCommit(CommitKind::kInPlace);
   } else {
     RBLN_RETURN_IF_ERROR(CommitToOutput(artifact, plan, output_name,

@@ -209,17 +209,22 @@ class ArtifactStore {
   // (core/format/artifact_cache.h): an artifact whose files are unchanged
   // since it was last read is served without reading them again (unless
   // options.verify_payload asks for the payloads to be read).
+  // ReadMode::kCachedOnly answers only from the cache, with null when the
+  // artifact would have to be read (it still resolves the name, so a name
+  // that does not resolve is its error).
+  enum class ReadMode { kMayRead, kCachedOnly };
   absl::StatusOr<std::shared_ptr<const Artifact>> ReadShared(
-      absl::string_view name, ArtifactOptions options = {});
+      absl::string_view name, ArtifactOptions options = {},
+      ReadMode mode = ReadMode::kMayRead);
 
   // Reads rbln_config.json of an artifact alone (ReadArtifactSummary): what
   // Get and List need, with or without a codec for its graphs. Through the
   // artifact cache, as ReadShared.
   absl::StatusOr<std::shared_ptr<const ArtifactSummary>> ReadSummary(
-      absl::string_view name);
+      absl::string_view name, ReadMode mode = ReadMode::kMayRead);
 
   // The store's inspect cache and artifact cache (for tests and metrics).
-  const InspectCache& inspect_cache() const { return inspect_cache_; }
+  InspectCache& inspect_cache() { return inspect_cache_; }
   const ArtifactCache& artifact_cache() const { return artifact_cache_; }
 
   // Set or Fit, in place or into an output directory (see WriteRequest).

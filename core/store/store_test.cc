@@ -219,8 +219,18 @@ TEST_F(StoreTest, TheArtifactCacheServesUnchangedArtifactsOnly) {
   ASSERT_TRUE(verified.ok()) << verified.status();
   EXPECT_NE(*verified, *first);
 
-  // Our commit: the next read sees the new count, at once.
+  // Our commit: the next read sees the new count, at once, and the codecs'
+  // facts of the containers it replaced are dropped.
+  const absl::StatusOr<FileStat> prefill =
+      Env::Default()->Stat(JoinPath(Abs("a"), "prefill.rbln"));
+  ASSERT_TRUE(prefill.ok()) << prefill.status();
+  EXPECT_NE(
+      store_->inspect_cache().Find("built-in", FileIdentity::Of(*prefill)),
+      nullptr);
   ASSERT_TRUE(store_->Write({.name = "a", .target = uint64_t{10}}).ok());
+  EXPECT_EQ(
+      store_->inspect_cache().Find("built-in", FileIdentity::Of(*prefill)),
+      nullptr);
   EXPECT_EQ((*store_->ReadShared("a"))->current_num_blocks(), 10u);
   EXPECT_EQ((*store_->ReadSummary("a"))->config.kvcache_num_blocks, 10u);
   ASSERT_TRUE(store_
