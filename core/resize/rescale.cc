@@ -1,6 +1,7 @@
 #include "core/resize/rescale.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <memory>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "core/core_metrics.h"
 #include "core/error_facts.h"
 #include "core/status_macros.h"
+#include "core/thread_pool.h"
 
 namespace rbln {
 namespace {
@@ -347,7 +349,14 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
   const std::string out_graph_dir =
       multimodal ? JoinPath(out_dir, artifact.submodule()) : out_dir;
   if (multimodal) RBLN_RETURN_IF_ERROR(env->CreateDir(out_graph_dir));
-  for (const ContainerFile& file : artifact.containers()) {
+  // The graphs are written side by side, up to kParallelGraphs at once, so
+  // that one graph's copy runs while another's fsync waits for the disk.
+  // The first error stops the others (at their next chunk) and is the one
+  // returned.
+  absl::Mutex mu;  // serializes options.on_copied; guards first_error
+  absl::Status first_error;
+  std::atomic<bool> failed{false};
+  auto rescale_graph = [&](const ContainerFile& file) -> absl::Status {
     RBLN_RETURN_IF_ERROR(check_cancelled());
     RescaleRequest request;
     request.source_env = source;
@@ -357,7 +366,11 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
     request.out_env = env;
     request.out_path = JoinPath(out_graph_dir, file.file_name);
     request.on_copied = [&](uint64_t bytes) {
-      if (options.on_copied) options.on_copied(bytes);
+      if (failed.load()) return WriteCancelled("after another graph failed");
+      if (options.on_copied) {
+        absl::MutexLock lock(&mu);
+        options.on_copied(bytes);
+      }
       return check_cancelled();
     };
     RBLN_RETURN_IF_ERROR(file.codec->Rescale(request));
@@ -366,8 +379,24 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
                           file.codec->Inspect(env, request.out_path));
     RBLN_RETURN_IF_ERROR(CheckRescaled(*file.facts, written, plan.factors,
                                        file.path, file.codec->name()));
-    RBLN_RETURN_IF_ERROR(keep_ownership(file.path, request.out_path));
-  }
+    return keep_ownership(file.path, request.out_path);
+  };
+  {
+    const int threads = static_cast<int>(std::min<size_t>(
+        kParallelGraphs, std::max<size_t>(1, artifact.containers().size())));
+    ThreadPool pool(threads);
+    for (const ContainerFile& file : artifact.containers()) {
+      pool.Schedule([&, file = &file] {
+        if (failed.load()) return;
+        absl::Status status = rescale_graph(*file);
+        if (status.ok()) return;
+        absl::MutexLock lock(&mu);
+        if (first_error.ok()) first_error = std::move(status);
+        failed.store(true);
+      });
+    }
+  }  // waits for every graph
+  RBLN_RETURN_IF_ERROR(first_error);
   if (multimodal) {
     if (plan.new_submodule_config_text.has_value()) {
       RBLN_RETURN_IF_ERROR(write_config(artifact.graph_dir(), out_graph_dir,

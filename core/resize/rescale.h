@@ -16,6 +16,7 @@
 #ifndef RBLN_CORE_RESIZE_RESCALE_H_
 #define RBLN_CORE_RESIZE_RESCALE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -96,12 +97,17 @@ struct WriteResizedOptions {
   std::function<bool()> is_cancelled;
 };
 
+// Graphs WriteResizedArtifact writes at once.
+inline constexpr size_t kParallelGraphs = 4;
+
 // Writes the resized artifact into `out_dir`, an existing empty directory, in
 // the artifact's layout: each graph rescaled by its codec (the built-in one
 // copies the payload inside the kernel), the new rbln_config.json (and the
 // submodule's), and every companion file and directory (symbolic links are
 // refused). Everything written, `out_dir` included, is fsynced
-// when this returns OK. On error the caller removes `out_dir`.
+// when this returns OK. The graphs are written by up to kParallelGraphs
+// threads at once: `options.on_copied` is called by one at a time,
+// `options.is_cancelled` from any. On error the caller removes `out_dir`.
 absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
                                   const ResizePlan& plan,
                                   const std::string& out_dir,
