@@ -481,6 +481,20 @@ int main(int argc, char** argv) {
                  "even with a thread stuck in the kernel")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
+  double old_version_grace_s =
+      absl::ToDoubleSeconds(rbln::kDefaultOldVersionGrace);
+  app.add_option("--old-version-grace-seconds", old_version_grace_s,
+                 "After an in-place write (or one that replaces an output "
+                 "directory) has replied, how long the old version stays "
+                 "beside the artifact under its staging name before it is "
+                 "removed in the background, so that a serving process that "
+                 "opened the artifact directory before the swap and reads "
+                 "its files with openat() finishes on it "
+                 "(docs/commit-protocol.md); 0: removed before the reply. "
+                 "Removed at once when a write finds the disk full, and "
+                 "when the daemon stops")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
@@ -818,6 +832,7 @@ int main(int argc, char** argv) {
     store_options.read_only_roots.push_back(*std::move(root));
   }
   store_options.external_codec = external_codec.get();
+  store_options.old_version_grace = absl::Seconds(old_version_grace_s);
   rbln::DramProvider* dram_ptr = dram.get();
   store_options.device_resolver = [dram_ptr](const rbln::Artifact& artifact) {
     return dram_ptr->ForNpu(artifact.npu());

@@ -1,6 +1,7 @@
 // Commits on real file systems that are small or foreign
 // (docs/commit-protocol.md): a disk that fills up mid-stage must leave the
-// source byte-identical, the staging removed and its space given back; an
+// source byte-identical, the staging removed and its space given back, and
+// old versions waiting out their grace period must not be why it fills; an
 // output directory on another file system must receive a correct copy.
 //
 // Each test mounts a 6 MiB tmpfs inside its store (tmpfs has no reflink, so
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "core/env.h"
 #include "core/store/store.h"
 #include "core/testing/test_util.h"
@@ -78,9 +80,9 @@ class CommitDiskTest : public ::testing::Test {
     return static_cast<uint64_t>(st.f_bfree) * st.f_bsize;
   }
 
-  void OpenStore() {
+  void OpenStore(StoreOptions options = {}) {
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-        ArtifactStore::Open(tmp_.path());
+        ArtifactStore::Open(tmp_.path(), std::move(options));
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
   }
@@ -139,6 +141,36 @@ TEST_F(CommitDiskTest, FullDiskLeavesTheSourceByteIdenticalAndNoStaging) {
   absl::StatusOr<Artifact> a = store_->Read(full, {.verify_payload = true});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->current_num_blocks(), a->compiled_num_blocks());
+}
+
+TEST_F(CommitDiskTest, OldVersionsWaitingOutTheirGraceGiveWayToAWrite) {
+  // 2.5 MiB of payload in a 6 MiB tmpfs: room for the artifact and one more
+  // version, not two.
+  const uint64_t payload = uint64_t{5} << 19;
+  const std::string name = JoinPath(kMountName, "a");
+  ASSERT_TRUE(
+      WriteSyntheticArtifact(env_, SpecWithPayload(payload), tmp_.Join(name))
+          .ok());
+  ASSERT_NO_FATAL_FAILURE(OpenStore({.old_version_grace = absl::Hours(1)}));
+  ASSERT_TRUE(store_->Write({.name = name, .target = uint64_t{12}}).ok());
+  const std::vector<std::string> first =
+      testing::FindStagingDebris(tmp_.path());
+  ASSERT_EQ(first.size(), 1u);
+  // The old version holds the space the next version needs.
+  ASSERT_LT(FreeBytes(mount_point_), payload);
+
+  absl::StatusOr<WriteResult> r =
+      store_->Write({.name = name, .target = uint64_t{10}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<Artifact> a = store_->Read(name, {.verify_payload = true});
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->current_num_blocks(), 10u);
+  // The first old version went to make room; the second waits.
+  const std::vector<std::string> now = testing::FindStagingDebris(tmp_.path());
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_NE(now[0], first[0]);
+  store_.reset();
+  EXPECT_THAT(testing::FindStagingDebris(tmp_.path()), IsEmpty());
 }
 
 // Outcome chosen for a destination on another file system: a correct copy.

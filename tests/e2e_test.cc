@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -327,6 +328,78 @@ TEST_F(E2eTest, ReplaceOverwritesAnExistingOutputDir) {
   Outcome usage =
       Cli("--set-kvcache-num-blocks 10 --model-id ./tiny --replace");
   EXPECT_EQ(usage.code, 2) << usage;
+}
+
+// --- The old version after an in-place Set (--old-version-grace-seconds) ---
+
+// The staging-named entries of the store, by file name.
+std::vector<std::string> OldVersionsIn(const std::string& store) {
+  std::vector<std::string> names;
+  for (const std::string& path : rbln::testing::FindStagingDebris(store)) {
+    names.push_back(std::filesystem::path(path).filename().string());
+  }
+  return names;
+}
+
+TEST_F(E2eTest, TheOldVersionStaysForTheDefaultGraceAndGoesAtShutdown) {
+  // A serving process holds the artifact directory open across the Set.
+  const int dir = open(StorePath("tiny").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dir, 0) << strerror(errno);
+  const uint64_t before = Get("./tiny");
+  Outcome set = Cli(absl::StrCat("--set-kvcache-num-blocks ", before - 1,
+                                 " --model-id ./tiny"));
+  ASSERT_EQ(set.code, 0) << set;
+  // The default grace (30 s) outlasts this check: the old version is there,
+  // under its staging name, and the held directory still reads it.
+  const std::vector<std::string> old_versions = OldVersionsIn(store_);
+  ASSERT_EQ(old_versions.size(), 1u);
+  EXPECT_EQ(StagedArtifactName(old_versions[0]), "tiny");
+  // Read whole (payload checksums too) through the descriptor.
+  EXPECT_EQ(CountOnDisk(absl::StrCat("/proc/self/fd/", dir, "/.")), before);
+  EXPECT_EQ(Get("./tiny"), before - 1);
+  // Stopping the daemon removes it without waiting for the grace to end.
+  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  EXPECT_THAT(OldVersionsIn(store_), ::testing::IsEmpty());
+  close(dir);
+}
+
+TEST_F(E2eTest, OldVersionGraceSecondsIsHonouredFromFlagAndConfigFile) {
+  // 0: the old version is gone by the time the client has its reply.
+  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  std::vector<std::string> flags = DaemonFlags();
+  flags.insert(flags.end(), {"--old-version-grace-seconds", "0"});
+  ASSERT_NO_FATAL_FAILURE(
+      StartDaemon(root_.path(), store_, address_, flags, &daemon_));
+  ASSERT_EQ(Cli("--set-kvcache-num-blocks 12 --model-id ./tiny").code, 0);
+  EXPECT_THAT(OldVersionsIn(store_), ::testing::IsEmpty());
+  ASSERT_EQ(Cli("--set-kvcache-num-blocks 13 --model-id ./tiny --output-dir "
+                "./copy")
+                .code,
+            0);
+  ASSERT_EQ(Cli("--set-kvcache-num-blocks 12 --model-id ./tiny --output-dir "
+                "./copy --replace")
+                .code,
+            0);
+  EXPECT_THAT(OldVersionsIn(store_), ::testing::IsEmpty());
+
+  // 1 (from the config file): removed by the running daemon, soon after.
+  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  const std::string config = root_.Join("grace.toml");
+  std::ofstream(config) << "old-version-grace-seconds = 1\n";
+  flags = DaemonFlags();
+  flags.insert(flags.end(), {"--config", config});
+  ASSERT_NO_FATAL_FAILURE(
+      StartDaemon(root_.path(), store_, address_, flags, &daemon_));
+  ASSERT_EQ(Cli("--set-kvcache-num-blocks 11 --model-id ./tiny").code, 0);
+  const auto give_up = std::chrono::steady_clock::now() + kExitTimeout;
+  while (!OldVersionsIn(store_).empty() &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_THAT(OldVersionsIn(store_), ::testing::IsEmpty());
+  EXPECT_GT(daemon_.pid, 0);
+  EXPECT_EQ(kill(daemon_.pid, 0), 0) << "the daemon is no longer running";
+  EXPECT_EQ(Get("./tiny"), 11u);
 }
 
 // --- Refusals ---
@@ -950,6 +1023,9 @@ class E2eConcurrencyTest : public E2eTest {
       EXPECT_EQ(final_count, c.outcome.code == 0 ? c.value : initial)
           << c.artifact << ": " << c.outcome;
     }
+    // Old versions wait out their grace while the daemon runs; stopping it
+    // removes them.
+    ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
     EXPECT_THAT(rbln::testing::FindStagingDebris(store_), ::testing::IsEmpty());
   }
 };

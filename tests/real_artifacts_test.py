@@ -310,7 +310,10 @@ class Base(unittest.TestCase):
               chatter=False, log_level="warn"):
         """A daemon on the store, stopped (exit 0 checked) at cleanup."""
         self.daemons += 1
-        extra = list(flags)
+        # The old version goes before a write replies, so that debris()
+        # right after a write sees what the write left (the grace period
+        # is tested in tests/e2e_test.cc).
+        extra = ["--old-version-grace-seconds", "0"] + list(flags)
         if codec:
             extra += ["--codec-command", codec]
         daemon = Daemon(self.store,

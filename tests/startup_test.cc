@@ -139,6 +139,19 @@ TEST_F(StartupTest, DeviceDramWithoutAUnitIsRefused) {
                                "mean 16GiB? write 16B for bytes)"));
 }
 
+TEST_F(StartupTest, BadOldVersionGraceIsRefused) {
+  for (const char* value : {"-1", "soon", "30s", "1e9"}) {
+    Outcome o =
+        RunDaemon(absl::StrCat("--listen ", ShellQuote(UnixAddress("d.sock")),
+                               " --old-version-grace-seconds ", value));
+    EXPECT_EQ(o.code, kExUsage) << o;
+    EXPECT_THAT(o.err, HasSubstr(absl::StrCat(
+                           "rbln-artifactd: --old-version-grace-seconds needs "
+                           "a number from 0 to 86400, got '",
+                           value, "'")));
+  }
+}
+
 TEST_F(StartupTest, HelpDocumentsTheExitCodes) {
   Outcome o = Run("rbln-artifactd", "--help");
   EXPECT_EQ(o.code, 0) << o;
@@ -178,6 +191,16 @@ TEST_F(StartupTest, BadValueInTheConfigFileIsAConfigError) {
   EXPECT_EQ(o.code, kExConfig) << o;
   EXPECT_THAT(o.err, HasSubstr(absl::StrCat("cannot read --config ", numeric,
                                             ": line 2: ")));
+
+  const std::string grace = WriteConfig(absl::StrCat(
+      "store = \"", store_, "\"\nlisten = \"", UnixAddress("d.sock"),
+      "\"\nold-version-grace-seconds = -1\n"));
+  o = Run("rbln-artifactd", "--config " + ShellQuote(grace));
+  EXPECT_EQ(o.code, kExConfig) << o;
+  EXPECT_THAT(o.err, HasSubstr(absl::StrCat(
+                         "cannot read --config ", grace,
+                         ": line 3: --old-version-grace-seconds needs a number "
+                         "from 0 to 86400, got '-1'")));
 }
 
 TEST_F(StartupTest, ACodecThatCannotStartIsAConfigError) {

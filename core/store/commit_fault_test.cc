@@ -4,6 +4,10 @@
 // on a fresh copy of the store makes call k fail (EIO, ENOSPC) or crash
 // (dropping unsynced data), and the store must hold a complete old or new
 // artifact, the source of a copy untouched, and no staging debris.
+//
+// A commit's calls end when the store is closed: with an old-version grace
+// period, the old version swapped out is removed then (or by the next
+// start's recovery after a crash), and its removal is faulted too.
 #include <stdlib.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -21,6 +25,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "core/env.h"
 #include "core/format/artifact.h"
 #include "core/store/store.h"
@@ -47,6 +52,9 @@ constexpr FaultInjectionOptions kUnsynced = {.forward_syncs = false};
 
 enum class Commit { kInPlace, kNewOutput, kReplaceOutput };
 enum class Fault { kEio, kEnospc, kCrash };
+// Whether the old version is removed before the write returns, or kept for
+// a grace period longer than the test, so that closing the store removes it.
+enum class OldVersion { kRemovedAtOnce, kRemovedAtClose };
 
 std::string CommitName(Commit commit) {
   switch (commit) {
@@ -259,7 +267,7 @@ class Scenario {
 };
 
 class CommitFaultTest
-    : public ::testing::TestWithParam<std::tuple<Commit, Fault>> {
+    : public ::testing::TestWithParam<std::tuple<Commit, Fault, OldVersion>> {
  protected:
   static void SetUpTestSuite() {
     // Recovery logs every staging directory it removes: once per crash here.
@@ -277,6 +285,13 @@ class CommitFaultTest
 
   Commit commit() const { return std::get<0>(GetParam()); }
   Fault fault() const { return std::get<1>(GetParam()); }
+  StoreOptions options() const {
+    StoreOptions options;
+    if (std::get<2>(GetParam()) == OldVersion::kRemovedAtClose) {
+      options.old_version_grace = absl::Hours(1);
+    }
+    return options;
+  }
 };
 
 TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
@@ -289,11 +304,12 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
     std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(scenario.root());
     FaultInjectionEnv env(confined.get(), kUnsynced);
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-        ArtifactStore::Open(&env, scenario.root());
+        ArtifactStore::Open(&env, scenario.root(), options());
     ASSERT_TRUE(store.ok()) << store.status();
     env.Reset();
     absl::StatusOr<WriteResult> result = (*store)->Write(scenario.Request());
     ASSERT_TRUE(result.ok()) << result.status();
+    store->reset();  // removes an old version kept for its grace
     const std::vector<std::string> log = env.call_log();
     num_calls = static_cast<int64_t>(log.size());
     for (size_t i = 0; i < log.size() && commit_point == 0; ++i) {
@@ -303,7 +319,6 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
       }
     }
     ASSERT_GT(commit_point, 0) << absl::StrJoin(log, "\n");
-    store->reset();
     scenario.ExpectArtifacts(/*committed=*/true);
     scenario.ExpectClean(/*committed=*/true);
   }
@@ -316,7 +331,7 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
     std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(scenario.root());
     FaultInjectionEnv env(confined.get(), kUnsynced);
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-        ArtifactStore::Open(&env, scenario.root());
+        ArtifactStore::Open(&env, scenario.root(), options());
     ASSERT_TRUE(store.ok()) << store.status();
     switch (fault()) {
       case Fault::kEio:
@@ -330,6 +345,8 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
         break;
     }
     const absl::Status status = (*store)->Write(scenario.Request()).status();
+    // The commit's last calls: an old version kept for its grace is removed.
+    store->reset();
     SCOPED_TRACE(absl::StrCat(
         "k=", k, " of ", num_calls, ", ", FaultName(fault()), " at call [",
         env.faulted_call(), "], Write returned ", status.ToString()));
@@ -344,7 +361,6 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
       EXPECT_TRUE(absl::StrContains(status.message(), "(injected)"))
           << "the injected error was replaced by another";
     }
-    store->reset();
     // At the instant of the failure or crash.
     scenario.ExpectArtifacts(committed);
     if (fault() == Fault::kCrash) {
@@ -360,16 +376,32 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
   }
 }
 
+std::string TestName(
+    const ::testing::TestParamInfo<CommitFaultTest::ParamType>& info) {
+  return CommitName(std::get<0>(info.param)) +
+         FaultName(std::get<1>(info.param)) +
+         (std::get<2>(info.param) == OldVersion::kRemovedAtClose
+              ? "OldVersionRemovedAtClose"
+              : "");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllCommitsAndFaults, CommitFaultTest,
     ::testing::Combine(::testing::Values(Commit::kInPlace, Commit::kNewOutput,
                                          Commit::kReplaceOutput),
                        ::testing::Values(Fault::kEio, Fault::kEnospc,
-                                         Fault::kCrash)),
-    [](const ::testing::TestParamInfo<CommitFaultTest::ParamType>& info) {
-      return CommitName(std::get<0>(info.param)) +
-             FaultName(std::get<1>(info.param));
-    });
+                                         Fault::kCrash),
+                       ::testing::Values(OldVersion::kRemovedAtOnce)),
+    TestName);
+
+// Only these commits swap an old version out.
+INSTANTIATE_TEST_SUITE_P(
+    OldVersionsKeptForAGracePeriod, CommitFaultTest,
+    ::testing::Combine(
+        ::testing::Values(Commit::kInPlace, Commit::kReplaceOutput),
+        ::testing::Values(Fault::kEio, Fault::kEnospc, Fault::kCrash),
+        ::testing::Values(OldVersion::kRemovedAtClose)),
+    TestName);
 
 }  // namespace
 }  // namespace rbln

@@ -73,21 +73,6 @@ absl::StatusOr<bool> IsArtifactDir(Env* env, const std::string& path) {
   return st.has_value() && st->type == FileType::kRegular;
 }
 
-// Removes a staging tree; a second pass covers a transient failure. What
-// still remains is logged and left for the next start's recovery.
-void RemoveStaging(Env* env, const std::string& path) {
-  absl::Status status = RemoveTree(env, path);
-  if (!status.ok() && !absl::IsNotFound(status)) {
-    status = RemoveTree(env, path);
-  }
-  if (!status.ok() && !absl::IsNotFound(status)) {
-    spdlog::warn(
-        "could not remove staging directory {}: {}; it is removed "
-        "when the store is next opened",
-        LogValue(path), LogValue(status.ToString()));
-  }
-}
-
 // The payload bytes of all of `artifact`'s containers.
 uint64_t PayloadBytes(const Artifact& artifact) {
   uint64_t total = 0;
@@ -306,7 +291,8 @@ ArtifactStore::ArtifactStore(Env* env, std::string root, StoreOptions options)
     : env_(env),
       root_(std::move(root)),
       options_(std::move(options)),
-      spec_table_(NewSpecTableProvider()) {
+      spec_table_(NewSpecTableProvider()),
+      retired_(env, options_.old_version_grace) {
   names_.push_back({"", root_, ""});
 }
 
@@ -565,7 +551,7 @@ absl::Status ArtifactStore::RemoveDebris() {
                 "recovery: removing staging directory {} left by an "
                 "interrupted commit of {}",
                 LogValue(PathOf(rel)), LogValue(artifact));
-            RemoveStaging(env_, PathOf(rel));
+            RemoveStagingTree(env_, PathOf(rel));
             recovered_.push_back(rel);
             CountRecovery();
             continue;
@@ -1094,9 +1080,46 @@ absl::Status ArtifactStore::Stage(const Artifact& artifact,
                                   const std::string& staging,
                                   const std::string& what,
                                   const WriteResizedOptions& write_options) {
-  RBLN_RETURN_IF_ERROR(env_->CreateDir(staging));
-  absl::Status status =
-      WriteResizedArtifact(env_, artifact, plan, staging, write_options);
+  const auto stage = [&](const WriteResizedOptions& options) {
+    absl::Status status = env_->CreateDir(staging);
+    if (!status.ok()) return status;
+    status = WriteResizedArtifact(env_, artifact, plan, staging, options);
+    if (!status.ok()) RemoveStagingTree(env_, staging);
+    return status;
+  };
+  // What the first try reported copied, so that a second one goes on from
+  // there rather than past the total.
+  uint64_t reported = 0;
+  WriteResizedOptions first = write_options;
+  if (write_options.on_copied) {
+    first.on_copied = [&](uint64_t bytes) {
+      reported += bytes;
+      write_options.on_copied(bytes);
+    };
+  }
+  absl::Status status = stage(first);
+  if (absl::IsResourceExhausted(status)) {
+    // Old versions waiting out their grace period must not be why a write
+    // fails: they go at once (a reader still on one loses it), and the
+    // write is tried once more.
+    const size_t removed = retired_.RemoveNow();
+    if (removed > 0) {
+      spdlog::warn(
+          "out of space writing {}: removed {} old artifact version(s) "
+          "before their grace period was over; trying once more",
+          LogValue(what), removed);
+      uint64_t copied = 0;
+      WriteResizedOptions again = write_options;
+      if (write_options.on_copied) {
+        again.on_copied = [&](uint64_t bytes) {
+          const uint64_t before = std::max(copied, reported);
+          copied += bytes;
+          if (copied > before) write_options.on_copied(copied - before);
+        };
+      }
+      status = stage(again);
+    }
+  }
   if (absl::IsResourceExhausted(status)) {
     uint64_t bytes = 0;
     for (const ContainerFile& file : artifact.containers()) {
@@ -1111,7 +1134,6 @@ absl::Status ArtifactStore::Stage(const Artifact& artifact,
                      "was changed: ",
                      status.message()));
   }
-  if (!status.ok()) RemoveStaging(env_, staging);
   return status;
 }
 
@@ -1132,12 +1154,13 @@ absl::Status ArtifactStore::CommitInPlace(
                &staging_is_theirs);
   if (staging_is_theirs) return status;
   if (!status.ok()) {
-    RemoveStaging(env_, staging);
+    RemoveStagingTree(env_, staging);
     return status;
   }
-  // From here the artifact path holds the new version; `staging` the old.
+  // From here the artifact path holds the new version; `staging` the old,
+  // which readers that opened the artifact before the swap may be reading.
   NoteUndurable(env_->SyncDir(parent), warnings);
-  RemoveStaging(env_, staging);
+  retired_.Retire(staging);
   return absl::OkStatus();
 }
 
@@ -1207,7 +1230,7 @@ absl::Status ArtifactStore::CommitToOutput(
              : env_->RenameNoReplace(staging, dest);
   if (staging_is_theirs) return status;
   if (!status.ok()) {
-    RemoveStaging(env_, staging);
+    RemoveStagingTree(env_, staging);
     if (absl::IsAlreadyExists(status)) {
       return WithErrorFacts(
           absl::AlreadyExistsError(
@@ -1219,7 +1242,7 @@ absl::Status ArtifactStore::CommitToOutput(
     return status;
   }
   NoteUndurable(env_->SyncDir(parent), warnings);
-  if (exists) RemoveStaging(env_, staging);  // the replaced tree
+  if (exists) retired_.Retire(staging);  // the replaced tree
   return absl::OkStatus();
 }
 

@@ -6,9 +6,11 @@
 //   `.<name>.staging-<16 hex>` (unchanged files hard-linked, each container
 //   rewritten with its payload cloned inside the kernel, everything fsynced),
 //   swaps it with the artifact by renameat2(RENAME_EXCHANGE), fsyncs the
-//   parent, and deletes the old tree. A resize into an output directory
-//   stages a full copy beside the destination and publishes it with
-//   renameat2(RENAME_NOREPLACE) (or, when replacing, an exchange).
+//   parent, and returns; the old tree, now at the staging path, is removed
+//   after StoreOptions::old_version_grace (core/store/retired_trees.h). A
+//   resize into an output directory stages a full copy beside the
+//   destination and publishes it with renameat2(RENAME_NOREPLACE) (or, when
+//   replacing, an exchange, the replaced tree retired the same way).
 // * Crash safety. At every instant the artifact path holds the complete old
 //   or the complete new version. Opening a store removes staging debris that
 //   a crash left, recognised by name (so a directory that someone renames to
@@ -47,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/budget.h"
 #include "core/device/device_spec.h"
 #include "core/device/dram.h"
@@ -57,6 +60,7 @@
 #include "core/resize/fit.h"
 #include "core/resize/rescale.h"
 #include "core/store/artifact_name.h"
+#include "core/store/retired_trees.h"
 
 namespace rbln {
 
@@ -96,7 +100,19 @@ struct StoreOptions {
   // then an error that says how to configure one. Not owned; outlives the
   // store.
   ContainerCodec* external_codec = nullptr;
+  // How long the old version that a commit swapped out stays at its staging
+  // path before it is removed in the background, so that a reader that
+  // opened the artifact directory before the swap finishes on it
+  // (docs/commit-protocol.md, "Reading an artifact across a commit"). Zero:
+  // removed before Write returns. Closing the store removes what is still
+  // pending at once. The daemon's default is kDefaultOldVersionGrace.
+  absl::Duration old_version_grace = absl::ZeroDuration();
 };
+
+// rbln-artifactd's default --old-version-grace-seconds: longer than a
+// serving process takes to load a model's files once it has opened the
+// directory, short enough that old versions do not pile up on disk.
+inline constexpr absl::Duration kDefaultOldVersionGrace = absl::Seconds(30);
 
 // Below this many payload bytes in all, a write checks every payload
 // segment's checksum even when not asked to (it reads the bytes once more,
@@ -226,6 +242,8 @@ class ArtifactStore {
   // The store's inspect cache and artifact cache (for tests and metrics).
   InspectCache& inspect_cache() { return inspect_cache_; }
   const ArtifactCache& artifact_cache() const { return artifact_cache_; }
+  // The old versions waiting out their grace period (for tests).
+  const RetiredTrees& retired_trees() const { return retired_; }
 
   // Set or Fit, in place or into an output directory (see WriteRequest).
   absl::StatusOr<WriteResult> Write(const WriteRequest& request);
@@ -303,7 +321,9 @@ class ArtifactStore {
                                           const Located& source,
                                           const std::string& output_name);
   // Writes the resized artifact into `staging` (created here); on error
-  // removes it. `what` names the result in a disk-full message.
+  // removes it. `what` names the result in a disk-full message. When the
+  // disk is full and old versions are waiting out their grace period, they
+  // are removed at once and the write is tried once more.
   absl::Status Stage(const Artifact& artifact, const ResizePlan& plan,
                      const std::string& staging, const std::string& what,
                      const WriteResizedOptions& write_options);
@@ -359,6 +379,9 @@ class ArtifactStore {
   // user releases it.
   absl::flat_hash_map<std::string, std::weak_ptr<LockEntry>> entries_
       ABSL_GUARDED_BY(mu_);
+  // Last, so that it is destroyed first: what is pending is removed while
+  // the Env and the store's LOCK are still there.
+  RetiredTrees retired_;
 };
 
 // The file whose exclusive flock a writer of `canonical_name` holds, in the

@@ -1,8 +1,11 @@
 #include "core/store/store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,13 +22,16 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/device/device_spec.h"
 #include "core/env.h"
 #include "core/error_facts.h"
 #include "core/format/rbln_config.h"
 #include "core/resize/fit.h"
 #include "core/testing/test_util.h"
+#include "core/unique_fd.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tools/synth.h"
@@ -32,6 +39,7 @@
 namespace rbln {
 namespace {
 
+using ::testing::Contains;
 using ::testing::ContainsRegex;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -150,10 +158,10 @@ class StoreTest : public ::testing::Test {
     ASSERT_NO_FATAL_FAILURE(ReopenStore());
   }
 
-  void ReopenStore() {
+  void ReopenStore(StoreOptions options = {}) {
     store_.reset();
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-        ArtifactStore::Open(tmp_.path());
+        ArtifactStore::Open(tmp_.path(), std::move(options));
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     root_ = store_->root();
@@ -1430,6 +1438,274 @@ TEST_F(StoreTest, DryRunChecksTheOutputDirectory) {
                              .output_name = "missing/b",
                              .dry_run = true}),
               StatusIs(absl::StatusCode::kNotFound, "missing/b"));
+}
+
+// --- Old versions: kept for a grace period after a commit swapped them out
+// (core/store/retired_trees.h), so that a reader holding the artifact
+// directory finishes on the version it opened. Nothing here is timed: what
+// must still be there is kept for an hour, and what must go is waited for.
+
+constexpr absl::Duration kForever = absl::Hours(1);
+
+// The bytes of `rel` read relative to the directory descriptor `dir` with
+// openat(), as the reader protocol of docs/commit-protocol.md reads them.
+std::optional<std::string> ReadAt(int dir, const std::string& rel) {
+  UniqueFd fd(openat(dir, rel.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd.get() < 0) return std::nullopt;
+  std::string data;
+  char buf[1 << 16];
+  ssize_t n;
+  while ((n = read(fd.get(), buf, sizeof(buf))) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    data.append(buf, static_cast<size_t>(n));
+  }
+  return data;
+}
+
+bool WaitUntilNoStagingBelow(const std::string& root) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (!StagingEntriesBelow(root).empty()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+std::string FileName(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
+
+TEST_F(StoreTest, AReaderOfTheDirectoryFinishesOnTheOldVersion) {
+  ASSERT_NO_FATAL_FAILURE(ReopenStore({.old_version_grace = kForever}));
+  const std::map<std::string, uint64_t> old_version =
+      testing::HashTree(Abs("a"));
+  // A serving process opens the artifact directory once, before the swap.
+  UniqueFd dir(open(Abs("a").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_GE(dir.get(), 0) << strerror(errno);
+  ASSERT_TRUE(store_->Write({.name = "a", .target = uint64_t{10}}).ok());
+
+  // The new version is at the artifact's path; the old one, the directory
+  // the reader holds, beside it under its staging name.
+  EXPECT_EQ(CurrentBlocks("a"), 10u);
+  const std::vector<std::string> staging = StagingEntriesBelow(Root());
+  ASSERT_EQ(staging.size(), 1u);
+  EXPECT_EQ(StagedArtifactName(FileName(staging[0])), "a");
+  struct stat held;
+  ASSERT_EQ(fstat(dir.get(), &held), 0);
+  EXPECT_EQ(InodeOf(staging[0]), held.st_ino);
+  EXPECT_EQ(store_->retired_trees().pending(), 1u);
+
+  // Every file opened relative to the descriptor is the old version's.
+  for (const auto& [rel, hash] : old_version) {
+    struct stat st;
+    ASSERT_EQ(fstatat(dir.get(), rel.c_str(), &st, AT_SYMLINK_NOFOLLOW), 0)
+        << rel;
+    if (!S_ISREG(st.st_mode)) continue;
+    const std::optional<std::string> data = ReadAt(dir.get(), rel);
+    ASSERT_TRUE(data.has_value()) << rel;
+    EXPECT_EQ(XXH64(data->data(), data->size(), 0), hash) << rel;
+  }
+  EXPECT_THAT(ReadAt(dir.get(), kRblnConfigFileName).value_or(""),
+              HasSubstr("\"kvcache_num_blocks\": 16"));
+  // The same name opened by path is the new version's: a reader that opens
+  // each file by path can load a mix of the two.
+  EXPECT_THAT(testing::ReadFileOrDie(JoinPath(Abs("a"), kRblnConfigFileName)),
+              HasSubstr("\"kvcache_num_blocks\": 10"));
+
+  // Names see only the artifact.
+  EXPECT_THAT(*store_->List(), ElementsAre("a"));
+  absl::StatusOr<StoreListing> listing = store_->ListAll();
+  ASSERT_TRUE(listing.ok()) << listing.status();
+  EXPECT_THAT(listing->names, ElementsAre("a"));
+  EXPECT_TRUE(listing->skipped.empty());
+  EXPECT_EQ((*store_->ReadSummary("a"))->config.kvcache_num_blocks, 10u);
+  EXPECT_THAT(
+      store_->Read(FileName(staging[0])),
+      StatusIs(absl::StatusCode::kPermissionDenied, "hidden component"));
+
+  // Another write keeps another old version, each for its own grace.
+  ASSERT_TRUE(store_->Write({.name = "a", .target = uint64_t{12}}).ok());
+  EXPECT_EQ(CurrentBlocks("a"), 12u);
+  EXPECT_EQ(StagingEntriesBelow(Root()).size(), 2u);
+  EXPECT_THAT(*store_->List(), ElementsAre("a"));
+
+  // Closing the store (the daemon stopping) removes them without waiting.
+  store_.reset();
+  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_FALSE(ReadAt(dir.get(), kRblnConfigFileName).has_value());
+}
+
+TEST_F(StoreTest, TheOldVersionIsRemovedOnceItsGraceIsOver) {
+  ASSERT_NO_FATAL_FAILURE(ReopenStore({.old_version_grace = absl::Seconds(1)}));
+  ASSERT_TRUE(store_->Write({.name = "a", .target = uint64_t{10}}).ok());
+  EXPECT_TRUE(WaitUntilNoStagingBelow(Root()));
+  EXPECT_EQ(store_->retired_trees().pending(), 0u);
+  EXPECT_EQ(CurrentBlocks("a"), 10u);
+}
+
+TEST_F(StoreTest, WithoutGraceTheOldVersionIsGoneWhenTheWriteReturns) {
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("b")));
+  ASSERT_NO_FATAL_FAILURE(
+      ReopenStore({.old_version_grace = absl::ZeroDuration()}));
+  UniqueFd dir(open(Abs("a").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_GE(dir.get(), 0) << strerror(errno);
+  ASSERT_TRUE(store_->Write({.name = "a", .target = uint64_t{10}}).ok());
+  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_FALSE(ReadAt(dir.get(), kRblnConfigFileName).has_value());
+  ASSERT_TRUE(store_
+                  ->Write({.name = "a",
+                           .target = uint64_t{12},
+                           .output_name = "b",
+                           .replace = true})
+                  .ok());
+  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+}
+
+TEST_F(StoreTest, AReplacedOutputIsKeptForTheGraceToo) {
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("team/b")));
+  testing::WriteFileOrDie(tmp_.Join("team/b/extra.txt"), "old version");
+  ASSERT_NO_FATAL_FAILURE(ReopenStore({.old_version_grace = kForever}));
+  ASSERT_TRUE(store_
+                  ->Write({.name = "a",
+                           .target = uint64_t{9},
+                           .output_name = "team/b",
+                           .replace = true})
+                  .ok());
+  EXPECT_EQ(CurrentBlocks("team/b"), 9u);
+  EXPECT_FALSE(Exists(tmp_.Join("team/b/extra.txt")));
+  const std::vector<std::string> staging = StagingEntriesBelow(Root());
+  ASSERT_EQ(staging.size(), 1u);
+  EXPECT_EQ(staging[0], JoinPath(Abs("team"), FileName(staging[0])));
+  EXPECT_EQ(StagedArtifactName(FileName(staging[0])), "b");
+  EXPECT_EQ(testing::ReadFileOrDie(JoinPath(staging[0], "extra.txt")),
+            "old version");
+  EXPECT_THAT(*store_->List(), ElementsAre("a", "team/b"));
+  store_.reset();
+  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+}
+
+// Fails the creation of the nth file in a staging directory with ENOSPC
+// (once armed), as a file system that fills up mid-write does.
+class FillingDiskEnv : public EnvWrapper {
+ public:
+  using EnvWrapper::EnvWrapper;
+
+  void FailNthStagedFile(int nth) {
+    absl::MutexLock lock(&mu_);
+    countdown_ = nth;
+  }
+  int failures() const {
+    absl::MutexLock lock(&mu_);
+    return failures_;
+  }
+
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) override {
+    if (absl::StrContains(path, ".staging-")) {
+      absl::MutexLock lock(&mu_);
+      if (countdown_ > 0 && --countdown_ == 0) {
+        ++failures_;
+        return ErrnoToStatus("create", path, ENOSPC);
+      }
+    }
+    return EnvWrapper::NewWritableFile(path);
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  int countdown_ ABSL_GUARDED_BY(mu_) = 0;
+  int failures_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(StoreTest, AFullDiskTakesTheOldVersionsAndTheWriteTriesOnceMore) {
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("b")));
+  store_.reset();
+  std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(tmp_.path());
+  FillingDiskEnv env(confined.get());
+  absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
+      ArtifactStore::Open(&env, tmp_.path(), {.old_version_grace = kForever});
+  ASSERT_TRUE(store.ok()) << store.status();
+  // Old versions of both artifacts wait out their grace.
+  ASSERT_TRUE((*store)->Write({.name = "a", .target = uint64_t{10}}).ok());
+  ASSERT_TRUE((*store)->Write({.name = "b", .target = uint64_t{10}}).ok());
+  const std::vector<std::string> old_versions = StagingEntriesBelow(Root());
+  ASSERT_EQ(old_versions.size(), 2u);
+
+  // The disk fills at the second container, after the first was copied.
+  env.FailNthStagedFile(2);
+  std::vector<std::pair<uint64_t, uint64_t>> progress;
+  absl::StatusOr<WriteResult> r =
+      (*store)->Write({.name = "a",
+                       .target = uint64_t{12},
+                       .progress = [&](uint64_t done, uint64_t total) {
+                         progress.emplace_back(done, total);
+                       }});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(env.failures(), 1);
+  EXPECT_EQ((*store)->Read("a")->current_num_blocks(), 12u);
+  // Both old versions went; the one this write swapped out waits.
+  const std::vector<std::string> now = StagingEntriesBelow(Root());
+  ASSERT_EQ(now.size(), 1u);
+  EXPECT_THAT(old_versions, Not(Contains(now[0])));
+  EXPECT_EQ(StagedArtifactName(FileName(now[0])), "a");
+  // Progress went on from where the first try had got to: never back, never
+  // past the total, and to the end.
+  ASSERT_FALSE(progress.empty());
+  for (size_t i = 0; i < progress.size(); ++i) {
+    EXPECT_LE(progress[i].first, progress[i].second);
+    if (i > 0) {
+      EXPECT_GE(progress[i].first, progress[i - 1].first);
+    }
+  }
+  EXPECT_EQ(progress.back().first, progress.back().second);
+}
+
+TEST_F(StoreTest, AFullDiskWithNoOldVersionWaitingFailsAndChangesNothing) {
+  for (const absl::Duration grace : {absl::ZeroDuration(), kForever}) {
+    SCOPED_TRACE(absl::StrCat("grace ", absl::FormatDuration(grace)));
+    store_.reset();
+    std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(tmp_.path());
+    FillingDiskEnv env(confined.get());
+    absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
+        ArtifactStore::Open(&env, tmp_.path(), {.old_version_grace = grace});
+    ASSERT_TRUE(store.ok()) << store.status();
+    const auto before = HashStore(tmp_.path());
+    env.FailNthStagedFile(1);
+    // A second try would succeed: there is none, as nothing was freed.
+    EXPECT_THAT((*store)->Write({.name = "a", .target = uint64_t{10}}),
+                StatusIs(absl::StatusCode::kResourceExhausted,
+                         "not enough free space"));
+    EXPECT_EQ(env.failures(), 1);
+    EXPECT_EQ(HashStore(tmp_.path()), before);
+  }
+}
+
+TEST_F(StoreTest, AnOldVersionPendingAtACrashIsRemovedAtTheNextOpen) {
+  store_.reset();
+  const std::string root = tmp_.path();
+  std::string output;
+  const int code = RunInChild(
+      [&](int out_fd) {
+        absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
+            ArtifactStore::Open(root, {.old_version_grace = kForever});
+        absl::Status status = store.status();
+        if (store.ok()) {
+          status =
+              (*store)->Write({.name = "a", .target = uint64_t{10}}).status();
+        }
+        WriteAll(out_fd, status.ToString());
+        // Dies with the old version pending, as a killed daemon does.
+        _exit(status.ok() ? 0 : 1);
+        return 1;
+      },
+      &output);
+  ASSERT_EQ(code, 0) << output;
+  ASSERT_EQ(StagingEntriesBelow(Root()).size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(ReopenStore());
+  EXPECT_EQ(store_->recovered().size(), 1u);
+  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_EQ(CurrentBlocks("a"), 10u);
 }
 
 }  // namespace

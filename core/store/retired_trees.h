@@ -1,0 +1,97 @@
+// RetiredTrees: the old versions of artifacts that commits swapped out, kept
+// for a grace period and then removed in the background
+// (docs/commit-protocol.md, step 6).
+//
+// After an in-place commit (or a replacing one into an output directory) the
+// staging path holds the old version. A serving process that opened the
+// artifact directory before the swap and reads its files with openat()
+// relative to that descriptor is still reading that tree: removing it at
+// once would pull files from under it. So the commit hands the path here and
+// replies; the tree is removed once the grace period has passed, on a thread
+// of this object's own.
+//
+// * A grace of zero removes the tree in Retire() itself, before it returns
+//   (and so before the commit replies).
+// * RemoveNow() removes every pending tree at once, in the caller's thread:
+//   for a write that ran out of disk space, which our grace period must not
+//   have caused.
+// * Destruction (the daemon stopping) removes every pending tree at once,
+//   without waiting out its grace, and logs that it does.
+// * A tree that cannot be removed (after a second try) is logged and left:
+//   its name is a staging name, so the store's recovery removes it when the
+//   store is next opened. So is a tree pending when the process dies.
+//
+// Trees are named by path: a tree moved elsewhere meanwhile (its parent
+// renamed) is not found, and is left to that recovery too.
+//
+// Thread-safe: all methods may be called concurrently. `env` must outlive
+// this object, and is used from its thread.
+#ifndef RBLN_CORE_STORE_RETIRED_TREES_H_
+#define RBLN_CORE_STORE_RETIRED_TREES_H_
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/env.h"
+
+namespace rbln {
+
+// Removes a staging tree (RemoveTree), trying twice; what still remains is
+// logged as left for the recovery at the next start. Missing is success.
+void RemoveStagingTree(Env* env, const std::string& path);
+
+class RetiredTrees {
+ public:
+  // `grace` below zero counts as zero.
+  RetiredTrees(Env* env, absl::Duration grace);
+  ~RetiredTrees();
+
+  RetiredTrees(const RetiredTrees&) = delete;
+  RetiredTrees& operator=(const RetiredTrees&) = delete;
+
+  absl::Duration grace() const { return grace_; }
+
+  // Removes the tree at `path` once the grace period has passed from now;
+  // with a zero grace, now, before returning.
+  void Retire(std::string path);
+
+  // Removes every tree still pending at once, here, and waits for one the
+  // background thread is removing. Returns how many trees that was (0: there
+  // was no space to give back).
+  size_t RemoveNow();
+
+  // Trees retired and not yet removed (or being removed).
+  size_t pending() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Tree {
+    std::string path;
+    Clock::time_point due;
+  };
+
+  void RemoveWhenDue();
+
+  Env* const env_;
+  const absl::Duration grace_;
+
+  mutable absl::Mutex mu_;
+  // In the order retired, which is the order due (one grace for all).
+  std::deque<Tree> trees_ ABSL_GUARDED_BY(mu_);
+  // Trees taken from trees_ by the background thread and being removed.
+  size_t removing_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Started by the first Retire() with a grace, so that a store that never
+  // writes has no thread.
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_STORE_RETIRED_TREES_H_
