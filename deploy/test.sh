@@ -13,6 +13,8 @@ deploy/install-deps.sh
 
 jobs=$(nproc)
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+# Paths relative to the checkout, so that two clones share the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR=true
 
 # run_suite DIR BUILD_TARGET CTEST_ARGS CMAKE_ARGS...: configures DIR, builds
 # BUILD_TARGET ("all": everything) and runs the tests CTEST_ARGS select.
