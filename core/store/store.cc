@@ -292,6 +292,8 @@ ArtifactStore::ArtifactStore(Env* env, std::string root, StoreOptions options)
       root_(std::move(root)),
       options_(std::move(options)),
       spec_table_(NewSpecTableProvider()),
+      artifact_cache_(ArtifactCache::kDefaultMaxBytes,
+                      options_.artifact_cache_racy_window),
       retired_(env, options_.old_version_grace) {
   names_.push_back({"", root_, ""});
 }

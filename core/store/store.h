@@ -107,6 +107,9 @@ struct StoreOptions {
   // removed before Write returns. Closing the store removes what is still
   // pending at once. The daemon's default is kDefaultOldVersionGrace.
   absl::Duration old_version_grace = absl::ZeroDuration();
+  // How long every file of an artifact must have been still before a read
+  // of it is kept in the artifact cache (core/format/artifact_cache.h).
+  absl::Duration artifact_cache_racy_window = ArtifactCache::kDefaultRacyWindow;
 };
 
 // rbln-artifactd's default --old-version-grace-seconds: longer than a

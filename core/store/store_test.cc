@@ -212,7 +212,9 @@ TEST_F(StoreTest, TheArtifactCacheServesUnchangedArtifactsOnly) {
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("b")));
   // Until the files have been still for the racy window, every read reads
   // them again (core/format/artifact_cache.h).
-  absl::SleepFor(ArtifactCache::kDefaultRacyWindow + absl::Milliseconds(200));
+  const absl::Duration window = absl::Milliseconds(50);
+  ReopenStore({.artifact_cache_racy_window = window});
+  absl::SleepFor(2 * window);
   auto first = store_->ReadShared("a");
   auto again = store_->ReadShared("a");
   ASSERT_TRUE(first.ok() && again.ok()) << first.status();
