@@ -33,6 +33,8 @@ namespace rbln {
 namespace {
 
 constexpr uint64_t kCloneAlignment = 4096;
+// What one copy_file_range moves before its writeback is started.
+constexpr uint64_t kWritebackChunk = uint64_t{64} << 20;
 
 absl::Status ErrnoStatus(absl::string_view op, absl::string_view path,
                          int err) {
@@ -132,8 +134,8 @@ class PosixWritableFile : public WritableFile {
     uint64_t done = 0;
     bool use_sendfile = false;
     while (done < length) {
-      const size_t chunk =
-          static_cast<size_t>(std::min<uint64_t>(length - done, 1u << 30));
+      const size_t chunk = static_cast<size_t>(
+          std::min<uint64_t>(length - done, kWritebackChunk));
       ssize_t n;
       if (!use_sendfile) {
         loff_t in = static_cast<loff_t>(src_offset + done);
@@ -163,6 +165,12 @@ class PosixWritableFile : public WritableFile {
                          src_offset + done, ", expected ", length,
                          " bytes from offset ", src_offset));
       }
+      // Start the writeback of what was just copied while the next chunk
+      // copies, so that Sync waits for the last chunk's only (the kernel
+      // would start it only past its dirty-page thresholds; measured in
+      // docs/performance.md, row 1). A hint: Sync still makes it durable.
+      sync_file_range(fd_, static_cast<off64_t>(dst_offset + done), n,
+                      SYNC_FILE_RANGE_WRITE);
       done += static_cast<uint64_t>(n);
       CountCopiedBytes(static_cast<uint64_t>(n));
     }
