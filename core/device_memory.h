@@ -29,6 +29,13 @@ struct DeviceSpec {
   uint64_t AvailablePerNode() const {
     return AvailablePerChiplet() * chiplets_per_node;
   }
+
+  friend bool operator==(const DeviceSpec& a, const DeviceSpec& b) {
+    return a.family == b.family &&
+           a.total_bytes_per_node == b.total_bytes_per_node &&
+           a.chiplets_per_node == b.chiplets_per_node &&
+           a.reserved_bytes_per_chiplet == b.reserved_bytes_per_chiplet;
+  }
 };
 
 }  // namespace rbln

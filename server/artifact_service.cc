@@ -535,14 +535,17 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
   resp->set_dram_source(device->source);
   for (const std::string& warning : device->warnings)
     resp->add_warnings(WireText(warning));
-  absl::StatusOr<MemoryPlan> plan = PlanMemory(*artifact, device->spec);
+  absl::StatusOr<std::shared_ptr<const MemoryPlan>> plan =
+      plans_.Plan(*read, device->spec);
   if (!plan.ok()) {
     resp->add_warnings(
         WireText(absl::StrCat("no memory plan: ", plan.status().message())));
     return log.Finish(absl::OkStatus());
   }
-  for (const BucketFit& b : plan->buckets) FillBucket(b, resp->add_buckets());
-  resp->set_max_fitting_num_blocks(plan->max_fitting_num_blocks);
+  for (const BucketFit& b : (*plan)->buckets) {
+    FillBucket(b, resp->add_buckets());
+  }
+  resp->set_max_fitting_num_blocks((*plan)->max_fitting_num_blocks);
   return log.Finish(absl::OkStatus());
 }
 

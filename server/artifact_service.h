@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/device/dram.h"
+#include "core/resize/plan_cache.h"
 #include "core/store/store.h"
 #include "core/thread_pool.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
@@ -175,6 +176,8 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   std::atomic<bool> stopping_{false};
   // Reads that could not be answered from the cache (ServeRead).
   ThreadPool readers_{kReaderThreads};
+  // Describe's memory plans, made once per artifact read and device.
+  PlanCache plans_;
 
   mutable absl::Mutex mu_;
   int active_writes_ ABSL_GUARDED_BY(mu_) = 0;
