@@ -72,6 +72,18 @@ class Directory {
   virtual int native_handle() const = 0;
 };
 
+// Directories one POSIX Env keeps open at once for StatAndHoldEntries: few
+// next to the descriptors a daemon may open (1024 by default).
+inline constexpr int kMaxHeldDirs = 256;
+
+// A directory kept open by Env::StatAndHoldEntries, so that looking at its
+// entries again (Env::StatEntriesAgain) resolves only the directory's own
+// name. Belongs to the Env that made it, which it must not outlive.
+class HeldDir {
+ public:
+  virtual ~HeldDir() = default;
+};
+
 // A new file opened for positioned writes. Data is durable only after Sync().
 class WritableFile {
  public:
@@ -173,6 +185,19 @@ class Env {
   // the files it read are still the same. The default calls Stat for each.
   virtual absl::StatusOr<DirStats> StatEntries(
       const std::string& dir, absl::Span<const std::string> names);
+  // StatEntries, keeping the directory open in *held where the Env can (a
+  // bounded number at once, kMaxHeldDirs for the POSIX Env); else *held is
+  // null. The default holds nothing.
+  virtual absl::StatusOr<DirStats> StatAndHoldEntries(
+      const std::string& dir, absl::Span<const std::string> names,
+      std::unique_ptr<HeldDir>* held);
+  // StatEntries again, for a directory `held` (from this Env) keeps open:
+  // when `dir` still names that directory, one lstat of `dir` and one
+  // fstatat per name through the open directory; else as StatEntries. The
+  // default is StatEntries.
+  virtual absl::StatusOr<DirStats> StatEntriesAgain(
+      const HeldDir& held, const std::string& dir,
+      absl::Span<const std::string> names);
 
   virtual absl::Status CreateDir(const std::string& path) = 0;
   // Gives a regular file or directory `owner` (chown, only when it differs,
@@ -241,6 +266,16 @@ class EnvWrapper : public Env {
   absl::StatusOr<DirStats> StatEntries(
       const std::string& dir, absl::Span<const std::string> names) override {
     return target_->StatEntries(dir, names);
+  }
+  absl::StatusOr<DirStats> StatAndHoldEntries(
+      const std::string& dir, absl::Span<const std::string> names,
+      std::unique_ptr<HeldDir>* held) override {
+    return target_->StatAndHoldEntries(dir, names, held);
+  }
+  absl::StatusOr<DirStats> StatEntriesAgain(
+      const HeldDir& held, const std::string& dir,
+      absl::Span<const std::string> names) override {
+    return target_->StatEntriesAgain(held, dir, names);
   }
   absl::Status CreateDir(const std::string& path) override {
     return target_->CreateDir(path);

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -306,6 +307,25 @@ constexpr int kMaxLockAttempts = 100;
 // (as the kernel's own limit, MAXSYMLINKS).
 constexpr int kMaxSymlinkHops = 40;
 
+class PosixHeldDir : public HeldDir {
+ public:
+  PosixHeldDir(UniqueFd dir_fd, dev_t device, ino_t ino,
+               std::shared_ptr<std::atomic<int>> count)
+      : fd(std::move(dir_fd)),
+        dev(device),
+        inode(ino),
+        count_(std::move(count)) {}
+  ~PosixHeldDir() override { count_->fetch_sub(1); }
+
+  const UniqueFd fd;  // O_PATH
+  const dev_t dev;
+  const ino_t inode;
+
+ private:
+  // Of the Env that made it (shared: it may outlive the Env).
+  const std::shared_ptr<std::atomic<int>> count_;
+};
+
 class PosixEnv : public Env {
  public:
   // Unconfined.
@@ -425,34 +445,35 @@ class PosixEnv : public Env {
 
   absl::StatusOr<DirStats> StatEntries(
       const std::string& dir, absl::Span<const std::string> names) override {
-    // Where links are followed, each name may lead elsewhere: Stat each.
+    return StatDirEntries(dir, names, nullptr);
+  }
+
+  absl::StatusOr<DirStats> StatAndHoldEntries(
+      const std::string& dir, absl::Span<const std::string> names,
+      std::unique_ptr<HeldDir>* held) override {
+    held->reset();
+    return StatDirEntries(dir, names, held);
+  }
+
+  absl::StatusOr<DirStats> StatEntriesAgain(
+      const HeldDir& held, const std::string& dir,
+      absl::Span<const std::string> names) override {
     if (follow_symlinks_) return Env::StatEntries(dir, names);
+    const auto& open = static_cast<const PosixHeldDir&>(held);
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("stat", dir));
-    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
-                       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (fd.get() < 0) {
-      return ErrnoStatus("stat", dir,
-                         LinkAwareErrno(at.dir, at.leaf.c_str(), errno));
-    }
     struct stat st;
-    if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", dir, errno);
+    if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoStatus("stat", dir, errno);
+    }
+    // The open directory pins its inode, so the same device and inode mean
+    // that `dir` names it still.
+    if (!S_ISDIR(st.st_mode) || st.st_dev != open.dev ||
+        st.st_ino != open.inode) {
+      return StatDirEntries(dir, names, nullptr);
+    }
     DirStats stats;
     stats.dir = ToFileStat(st);
-    for (const std::string& name : names) {
-      if (name.empty() || name == "." || name == ".." ||
-          name.find('/') != std::string::npos) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("stat ", JoinPath(dir, name), ": '", name,
-                         "' is not a single path component"));
-      }
-      if (fstatat(fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        stats.entries.push_back(ToFileStat(st));
-      } else if (errno == ENOENT) {
-        stats.entries.push_back(std::nullopt);
-      } else {
-        return ErrnoStatus("stat", JoinPath(dir, name), errno);
-      }
-    }
+    RBLN_RETURN_IF_ERROR(StatNamesIn(open.fd.get(), dir, names, &stats));
     return stats;
   }
 
@@ -634,6 +655,58 @@ class PosixEnv : public Env {
 
   // The parent directory and last component of `path`; for a confined Env,
   // the parent resolved beneath the root (see env.h).
+  // The entries `names` of the directory open as `fd` (`dir`), into
+  // stats->entries.
+  static absl::Status StatNamesIn(int fd, const std::string& dir,
+                                  absl::Span<const std::string> names,
+                                  DirStats* stats) {
+    for (const std::string& name : names) {
+      if (name.empty() || name == "." || name == ".." ||
+          name.find('/') != std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("stat ", JoinPath(dir, name), ": '", name,
+                         "' is not a single path component"));
+      }
+      struct stat st;
+      if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        stats->entries.push_back(ToFileStat(st));
+      } else if (errno == ENOENT) {
+        stats->entries.push_back(std::nullopt);
+      } else {
+        return ErrnoStatus("stat", JoinPath(dir, name), errno);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // StatEntries through one O_PATH descriptor of `dir`, kept in *held when
+  // `held` is given and fewer than kMaxHeldDirs are held.
+  absl::StatusOr<DirStats> StatDirEntries(const std::string& dir,
+                                          absl::Span<const std::string> names,
+                                          std::unique_ptr<HeldDir>* held) {
+    // Where links are followed, each name may lead elsewhere: Stat each.
+    if (follow_symlinks_) return Env::StatEntries(dir, names);
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("stat", dir));
+    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
+                       O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0) {
+      return ErrnoStatus("stat", dir,
+                         LinkAwareErrno(at.dir, at.leaf.c_str(), errno));
+    }
+    struct stat st;
+    if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", dir, errno);
+    DirStats stats;
+    stats.dir = ToFileStat(st);
+    RBLN_RETURN_IF_ERROR(StatNamesIn(fd.get(), dir, names, &stats));
+    if (held != nullptr && held_dirs_->fetch_add(1) < kMaxHeldDirs) {
+      *held = std::make_unique<PosixHeldDir>(std::move(fd), st.st_dev,
+                                             st.st_ino, held_dirs_);
+    } else if (held != nullptr) {
+      held_dirs_->fetch_sub(1);
+    }
+    return stats;
+  }
+
   absl::StatusOr<Location> Locate(absl::string_view op,
                                   const std::string& path) const {
     Location at;
@@ -815,6 +888,9 @@ class PosixEnv : public Env {
   const bool read_only_ = false;
   const bool follow_symlinks_ = false;
   mutable std::atomic<bool> openat2_works_{true};
+  // Directories held open now (PosixHeldDir).
+  const std::shared_ptr<std::atomic<int>> held_dirs_ =
+      std::make_shared<std::atomic<int>>(0);
 };
 
 }  // namespace
@@ -895,6 +971,19 @@ absl::StatusOr<DirStats> Env::StatEntries(const std::string& dir,
     stats.entries.push_back(*st);
   }
   return stats;
+}
+
+absl::StatusOr<DirStats> Env::StatAndHoldEntries(
+    const std::string& dir, absl::Span<const std::string> names,
+    std::unique_ptr<HeldDir>* held) {
+  held->reset();
+  return StatEntries(dir, names);
+}
+
+absl::StatusOr<DirStats> Env::StatEntriesAgain(
+    const HeldDir&, const std::string& dir,
+    absl::Span<const std::string> names) {
+  return StatEntries(dir, names);
 }
 
 std::string JoinPath(absl::string_view dir, absl::string_view name) {

@@ -159,8 +159,11 @@ std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
   const Sources& sources = *entry->sources;
   bool same = true;
   for (size_t i = 0; same && i < sources.dirs.size(); ++i) {
+    const HeldDir* held = sources.held[i].get();
     absl::StatusOr<DirStats> now =
-        env->StatEntries(sources.dirs[i], sources.names[i]);
+        held != nullptr
+            ? env->StatEntriesAgain(*held, sources.dirs[i], sources.names[i])
+            : env->StatEntries(sources.dirs[i], sources.names[i]);
     same = now.ok() && SameDir(*now, sources.seen[i]);
   }
   absl::MutexLock lock(&mu_);
@@ -182,13 +185,15 @@ void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
                            absl::Time read_start) {
   const int64_t threshold = absl::ToUnixNanos(read_start - racy_window_);
   for (size_t i = 0; i < sources.dirs.size(); ++i) {
+    std::unique_ptr<HeldDir> held;
     absl::StatusOr<DirStats> seen =
-        env->StatEntries(sources.dirs[i], sources.names[i]);
+        env->StatAndHoldEntries(sources.dirs[i], sources.names[i], &held);
     if (!seen.ok() || IsRacy(seen->dir, threshold)) return;
     for (const std::optional<FileStat>& st : seen->entries) {
       if (st.has_value() && IsRacy(*st, threshold)) return;
     }
     sources.seen.push_back(*std::move(seen));
+    sources.held.push_back(std::move(held));
   }
   entry.bytes +=
       std::get<1>(key).size() + SourcesBytes(sources.dirs, sources.names);

@@ -93,6 +93,9 @@ class ArtifactCache {
     std::vector<std::string> dirs;
     std::vector<std::vector<std::string>> names;
     std::vector<DirStats> seen;
+    // Each directory kept open where the Env could (else null), so that a
+    // lookup costs one fstatat per file and one for the directory's name.
+    std::vector<std::unique_ptr<HeldDir>> held;
   };
   enum class Kind { kArtifact, kSummary };
   using Key = std::tuple<const Env*, std::string, Kind>;

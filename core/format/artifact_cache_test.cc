@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -245,6 +247,71 @@ TEST(StatEntriesTest, ReportsEachEntryOrItsAbsenceThroughOneDirectory) {
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(env->StatEntries(tmp.Join("missing"), names).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST(StatEntriesTest, AHeldDirectoryIsLookedAtAgainThroughItsDescriptor) {
+  testing::TempDir tmp;
+  std::unique_ptr<Env> env = testing::ConfinedEnvOrDie(tmp.path());
+  const std::string dir = tmp.Join("art");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  testing::WriteFileOrDie(JoinPath(dir, "a"), "12345");
+  const std::vector<std::string> names = {"a", "missing"};
+
+  std::unique_ptr<HeldDir> held;
+  absl::StatusOr<DirStats> first = env->StatAndHoldEntries(dir, names, &held);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(first->entries[0]->size, 5u);
+  EXPECT_FALSE(first->entries[1].has_value());
+
+  absl::StatusOr<DirStats> again = env->StatEntriesAgain(*held, dir, names);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->dir.inode, first->dir.inode);
+  EXPECT_EQ(again->entries[0]->inode, first->entries[0]->inode);
+  EXPECT_FALSE(again->entries[1].has_value());
+
+  // A file changed and one added: seen through the held directory.
+  testing::WriteFileOrDie(JoinPath(dir, "missing"), "x");
+  ASSERT_EQ(truncate(JoinPath(dir, "a").c_str(), 2), 0);
+  again = env->StatEntriesAgain(*held, dir, names);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->entries[0]->size, 2u);
+  ASSERT_TRUE(again->entries[1].has_value());
+
+  // The name now names another directory: that one is reported, not the
+  // held one.
+  ASSERT_EQ(rename(dir.c_str(), tmp.Join("old").c_str()), 0);
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  testing::WriteFileOrDie(JoinPath(dir, "a"), "abc");
+  again = env->StatEntriesAgain(*held, dir, names);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->dir.inode, first->dir.inode);
+  EXPECT_EQ(again->entries[0]->size, 3u);
+  EXPECT_FALSE(again->entries[1].has_value());
+
+  // A symbolic link in its place is refused as StatEntries refuses it.
+  ASSERT_EQ(rename(dir.c_str(), tmp.Join("newer").c_str()), 0);
+  ASSERT_EQ(symlink("old", dir.c_str()), 0);
+  EXPECT_EQ(env->StatEntriesAgain(*held, dir, names).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  ASSERT_EQ(unlink(dir.c_str()), 0);
+  EXPECT_EQ(env->StatEntriesAgain(*held, dir, names).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(StatEntriesTest, HoldsAtMostkMaxHeldDirs) {
+  testing::TempDir tmp;
+  std::unique_ptr<Env> env = testing::ConfinedEnvOrDie(tmp.path());
+  std::vector<std::unique_ptr<HeldDir>> held(kMaxHeldDirs + 1);
+  for (auto& h : held)
+    ASSERT_TRUE(env->StatAndHoldEntries(tmp.path(), {}, &h).ok());
+  for (int i = 0; i < kMaxHeldDirs; ++i) EXPECT_NE(held[i], nullptr) << i;
+  EXPECT_EQ(held[kMaxHeldDirs], nullptr);
+  // One let go: the next is held again.
+  held[0].reset();
+  std::unique_ptr<HeldDir> next;
+  ASSERT_TRUE(env->StatAndHoldEntries(tmp.path(), {}, &next).ok());
+  EXPECT_NE(next, nullptr);
 }
 
 }  // namespace
