@@ -8,6 +8,7 @@ namespace rbln {
 namespace {
 
 using metrics::Counter;
+using metrics::Gauge;
 using metrics::Histogram;
 
 constexpr std::array<const char*, 5> kProbeResults = {
@@ -24,6 +25,8 @@ struct CoreMetrics {
   Counter* probes[kProbeResults.size()];
   // [operation][0: ok, 1: error]
   Counter* codec_calls[kCodecOperations.size()][2];
+  Counter* cache_lookups[2];  // by CacheLookup
+  Gauge* pending_old_versions;
 };
 
 CoreMetrics Register(metrics::Registry& registry) {
@@ -80,6 +83,21 @@ CoreMetrics Register(metrics::Registry& registry) {
     m.codec_calls[i][0] = &codec.WithLabels({kCodecOperations[i], "ok"});
     m.codec_calls[i][1] = &codec.WithLabels({kCodecOperations[i], "error"});
   }
+  metrics::CounterFamily& lookups = registry.AddCounter(
+      "rbln_artifactd_artifact_cache_lookups_total",
+      "Reads that looked in the artifact cache, by result: hit (answered "
+      "from it) or miss (read from the files).",
+      {"result"});
+  m.cache_lookups[static_cast<int>(CacheLookup::kHit)] =
+      &lookups.WithLabels({"hit"});
+  m.cache_lookups[static_cast<int>(CacheLookup::kMiss)] =
+      &lookups.WithLabels({"miss"});
+  m.pending_old_versions =
+      &registry
+           .AddGauge("rbln_artifactd_old_versions_pending",
+                     "Old artifact versions kept beside their artifact for "
+                     "--old-version-grace-seconds and not yet removed.")
+           .WithLabels({});
   return m;
 }
 
@@ -119,6 +137,14 @@ void CountCodecCall(CodecOperation operation, const absl::Status& status) {
   Metrics()
       .codec_calls[static_cast<int>(operation)][status.ok() ? 0 : 1]
       ->Increment();
+}
+
+void CountArtifactCacheLookup(CacheLookup result) {
+  Metrics().cache_lookups[static_cast<int>(result)]->Increment();
+}
+
+void AddPendingOldVersions(int64_t delta) {
+  Metrics().pending_old_versions->Add(delta);
 }
 
 }  // namespace rbln

@@ -46,6 +46,17 @@ void CountProbe(ProbeResult result);
 enum class CodecOperation { kDecode, kRescale, kEncode };
 void CountCodecCall(CodecOperation operation, const absl::Status& status);
 
+// A read looked in the artifact cache (core/format/artifact_cache.h): the
+// artifact or summary it asked for was held and unchanged (a hit), or it had
+// to be read (a miss).
+enum class CacheLookup { kHit, kMiss };
+void CountArtifactCacheLookup(CacheLookup result);
+
+// Old artifact versions waiting out their grace period
+// (core/store/retired_trees.h) changed by `delta`: +1 for one retired, -n
+// for n removed (or left to the recovery at the next start).
+void AddPendingOldVersions(int64_t delta);
+
 }  // namespace rbln
 
 #endif  // RBLN_CORE_CORE_METRICS_H_

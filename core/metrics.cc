@@ -84,6 +84,11 @@ void Counter::AppendSamples(absl::string_view name, absl::string_view labels,
   AppendSample(name, labels, absl::StrCat(value()), out);
 }
 
+void Gauge::AppendSamples(absl::string_view name, absl::string_view labels,
+                          std::string* out) const {
+  AppendSample(name, labels, absl::StrCat(value()), out);
+}
+
 Histogram::Histogram(const std::vector<double>* bounds)
     : bounds_(bounds), counts_(new std::atomic<uint64_t>[bounds->size() + 1]) {
   for (size_t i = 0; i <= bounds_->size(); ++i) counts_[i].store(0);
@@ -175,9 +180,11 @@ Metric* FamilyBase::Child(absl::Span<const absl::string_view> values) {
 }
 
 void FamilyBase::AppendExposition(std::string* out) const {
+  const char* type = "counter";
+  if (type_ == Type::kGauge) type = "gauge";
+  if (type_ == Type::kHistogram) type = "histogram";
   absl::StrAppend(out, "# HELP ", name_, " ", EscapeHelp(help_), "\n",
-                  "# TYPE ", name_, " ",
-                  type_ == Type::kCounter ? "counter" : "histogram", "\n");
+                  "# TYPE ", name_, " ", type, "\n");
   absl::ReaderMutexLock lock(&mu_);
   for (const auto& [values, child] : children_) {
     std::vector<std::string> pairs;
@@ -193,32 +200,41 @@ std::unique_ptr<Metric> CounterFamily::NewChild() const {
   return std::make_unique<Counter>();
 }
 
+std::unique_ptr<Metric> GaugeFamily::NewChild() const {
+  return std::make_unique<Gauge>();
+}
+
 std::unique_ptr<Metric> HistogramFamily::NewChild() const {
   return std::make_unique<Histogram>(&bounds_);
 }
 
-CounterFamily& Registry::AddCounter(std::string name, std::string help,
-                                    std::vector<std::string> label_names) {
-  auto family = std::make_unique<CounterFamily>(
-      std::move(name), std::move(help), std::move(label_names));
-  CounterFamily& added = *family;
+template <typename Family>
+Family& Registry::Keep(std::unique_ptr<Family> family) {
+  Family& added = *family;
   if (added.label_count() == 0) added.WithLabels({});
   absl::MutexLock lock(&mu_);
   families_.push_back(std::move(family));
   return added;
+}
+
+CounterFamily& Registry::AddCounter(std::string name, std::string help,
+                                    std::vector<std::string> label_names) {
+  return Keep(std::make_unique<CounterFamily>(std::move(name), std::move(help),
+                                              std::move(label_names)));
+}
+
+GaugeFamily& Registry::AddGauge(std::string name, std::string help,
+                                std::vector<std::string> label_names) {
+  return Keep(std::make_unique<GaugeFamily>(std::move(name), std::move(help),
+                                            std::move(label_names)));
 }
 
 HistogramFamily& Registry::AddHistogram(std::string name, std::string help,
                                         std::vector<double> bounds,
                                         std::vector<std::string> label_names) {
-  auto family = std::make_unique<HistogramFamily>(
+  return Keep(std::make_unique<HistogramFamily>(
       std::move(name), std::move(help), std::move(bounds),
-      std::move(label_names));
-  HistogramFamily& added = *family;
-  if (added.label_count() == 0) added.WithLabels({});
-  absl::MutexLock lock(&mu_);
-  families_.push_back(std::move(family));
-  return added;
+      std::move(label_names)));
 }
 
 std::optional<double> Registry::Sample(absl::string_view series) const {

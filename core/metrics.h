@@ -1,16 +1,17 @@
-// A small Prometheus metrics registry: counters and histograms with labels,
-// and their text exposition (format 0.0.4, what every Prometheus server
+// A small Prometheus metrics registry: counters, gauges and histograms with
+// labels, and their text exposition (format 0.0.4, what every Prometheus server
 // scrapes). Debian has no Prometheus client library for C++, so this is our
 // own; it holds no HTTP (server/metrics_http.h serves the text).
 //
-// Counting is cheap: a Counter or Histogram is a few atomics, updated without
-// a lock. Finding the child of a family for label values takes a reader lock
-// (a writer lock the first time those values are seen), so callers on a hot
-// path look a child up once and keep the reference; children live as long as
-// their registry.
+// Counting is cheap: a Counter, Gauge or Histogram is a few atomics, updated
+// without a lock. Finding the child of a family for label values takes a reader
+// lock (a writer lock the first time those values are seen), so callers on a
+// hot path look a child up once and keep the reference; children live as long
+// as their registry.
 //
 // Names must be valid Prometheus metric and label names, unique within a
-// registry; a counter's name ends in _total. The registry does not check
+// registry; a counter's name ends in _total, a gauge's does not. The
+// registry does not check
 // them: they are constants of the program, and core/metrics_test.cc checks
 // the daemon's.
 //
@@ -60,6 +61,22 @@ class Counter final : public Metric {
   std::atomic<uint64_t> value_{0};
 };
 
+// A value that goes up and down (things held now).
+class Gauge final : public Metric {
+ public:
+  void Set(int64_t value) { value_.store(value, std::memory_order_relaxed); }
+  void Add(int64_t delta) {
+    value_.fetch_add(delta, std::memory_order_relaxed);
+  }
+  int64_t value() const { return value_.load(std::memory_order_relaxed); }
+
+  void AppendSamples(absl::string_view name, absl::string_view labels,
+                     std::string* out) const override;
+
+ private:
+  std::atomic<int64_t> value_{0};
+};
+
 // Observations counted into fixed buckets, with their sum.
 class Histogram final : public Metric {
  public:
@@ -99,7 +116,7 @@ struct LabelValuesLess {
 // The children of one metric name, one per tuple of label values.
 class FamilyBase {
  public:
-  enum class Type { kCounter, kHistogram };
+  enum class Type { kCounter, kGauge, kHistogram };
 
   FamilyBase(Type type, std::string name, std::string help,
              std::vector<std::string> label_names);
@@ -149,6 +166,24 @@ class CounterFamily : public FamilyBase {
   std::unique_ptr<Metric> NewChild() const override;
 };
 
+class GaugeFamily : public FamilyBase {
+ public:
+  GaugeFamily(std::string name, std::string help,
+              std::vector<std::string> label_names)
+      : FamilyBase(Type::kGauge, std::move(name), std::move(help),
+                   std::move(label_names)) {}
+
+  Gauge& WithLabels(std::initializer_list<absl::string_view> values) {
+    return *static_cast<Gauge*>(Child(values));
+  }
+  Gauge& WithLabels(absl::Span<const absl::string_view> values) {
+    return *static_cast<Gauge*>(Child(values));
+  }
+
+ private:
+  std::unique_ptr<Metric> NewChild() const override;
+};
+
 class HistogramFamily : public FamilyBase {
  public:
   HistogramFamily(std::string name, std::string help,
@@ -181,6 +216,8 @@ class Registry {
   // exported (at 0) before anything counts.
   CounterFamily& AddCounter(std::string name, std::string help,
                             std::vector<std::string> label_names = {});
+  GaugeFamily& AddGauge(std::string name, std::string help,
+                        std::vector<std::string> label_names = {});
   // `bounds`: upper bounds of the buckets, ascending (+Inf is implied).
   HistogramFamily& AddHistogram(std::string name, std::string help,
                                 std::vector<double> bounds,
@@ -199,6 +236,10 @@ class Registry {
   static Registry& Default();
 
  private:
+  // Adds `family`, with its one child when it has no labels.
+  template <typename Family>
+  Family& Keep(std::unique_ptr<Family> family);
+
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<FamilyBase>> families_ ABSL_GUARDED_BY(mu_);
 };

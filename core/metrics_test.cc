@@ -31,6 +31,11 @@ TEST(RegistryTest, ExpositionIsExactWithEscapesAndBuckets) {
   get.Observe(0.125);  // a bound belongs to its own bucket
   get.Observe(3);
   registry.AddHistogram("x_idle_seconds", "Idle.", {1});
+  GaugeFamily& held = registry.AddGauge("x_held", "Held now.", {"kind"});
+  held.WithLabels({"a"}).Add(3);
+  held.WithLabels({"a"}).Add(-5);
+  held.WithLabels({"b"}).Set(7);
+  registry.AddGauge("x_idle", "Idle.");
 
   EXPECT_EQ(registry.Exposition(),
             "# HELP x_requests_total Requests.\\nA second line, a \\\\ and a "
@@ -55,7 +60,14 @@ TEST(RegistryTest, ExpositionIsExactWithEscapesAndBuckets) {
             "x_idle_seconds_bucket{le=\"1\"} 0\n"
             "x_idle_seconds_bucket{le=\"+Inf\"} 0\n"
             "x_idle_seconds_sum 0\n"
-            "x_idle_seconds_count 0\n");
+            "x_idle_seconds_count 0\n"
+            "# HELP x_held Held now.\n"
+            "# TYPE x_held gauge\n"
+            "x_held{kind=\"a\"} -2\n"
+            "x_held{kind=\"b\"} 7\n"
+            "# HELP x_idle Idle.\n"
+            "# TYPE x_idle gauge\n"
+            "x_idle 0\n");
 }
 
 TEST(RegistryTest, ChildrenAreListedByLabelValuesAndKept) {
@@ -129,7 +141,8 @@ TEST(DurationBucketsTest, Ascending) {
 }
 
 // The daemon's own metrics (core/core_metrics.h): valid, prefixed names, each
-// once, counters ending in _total, and every one exported from the start.
+// once, counters ending in _total and nothing else, and every one exported
+// from the start.
 TEST(CoreMetricsTest, NamesAreValidUniqueAndPrefixed) {
   RegisterCoreMetrics();
   const std::string text = Registry::Default().Exposition();
@@ -143,9 +156,8 @@ TEST(CoreMetricsTest, NamesAreValidUniqueAndPrefixed) {
     EXPECT_TRUE(std::regex_match(metric, name)) << metric;
     EXPECT_TRUE(absl::StartsWith(metric, "rbln_artifactd_")) << metric;
     EXPECT_TRUE(seen.insert(metric).second) << metric << " twice";
-    if (parts[3] == "counter") {
-      EXPECT_TRUE(absl::EndsWith(metric, "_total")) << metric;
-    }
+    EXPECT_EQ(absl::EndsWith(metric, "_total"), parts[3] == "counter")
+        << metric << " is a " << parts[3];
   }
   EXPECT_THAT(seen,
               ::testing::IsSupersetOf({"rbln_artifactd_commits_total",
@@ -154,12 +166,21 @@ TEST(CoreMetricsTest, NamesAreValidUniqueAndPrefixed) {
                                        "rbln_artifactd_recoveries_total",
                                        "rbln_artifactd_lock_wait_seconds",
                                        "rbln_artifactd_probe_runs_total",
-                                       "rbln_artifactd_codec_calls_total"}));
+                                       "rbln_artifactd_codec_calls_total",
+                                       "rbln_artifactd_artifact_cache_lookups_"
+                                       "total",
+                                       "rbln_artifactd_old_versions_pending"}));
   EXPECT_THAT(text, ::testing::HasSubstr(
                         "rbln_artifactd_commits_total{kind=\"in_place\"} 0\n"));
   EXPECT_THAT(text, ::testing::HasSubstr(
                         "rbln_artifactd_probe_runs_total{result=\"timeout\"} "
                         "0\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr(
+                        "rbln_artifactd_artifact_cache_lookups_total{result="
+                        "\"miss\"} 0\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr(
+                        "# TYPE rbln_artifactd_old_versions_pending gauge\n"
+                        "rbln_artifactd_old_versions_pending 0\n"));
 }
 
 TEST(CoreMetricsTest, EventsMoveTheirCounters) {
@@ -181,6 +202,17 @@ TEST(CoreMetricsTest, EventsMoveTheirCounters) {
   const double waits_before = registry.Sample(waits).value_or(-1);
   ObserveLockWait(LockHolder::kOtherProcess, absl::Milliseconds(30));
   EXPECT_EQ(registry.Sample(waits), waits_before + 1);
+  const std::string hits =
+      "rbln_artifactd_artifact_cache_lookups_total{result=\"hit\"}";
+  const double hits_before = registry.Sample(hits).value_or(-1);
+  CountArtifactCacheLookup(CacheLookup::kHit);
+  EXPECT_EQ(registry.Sample(hits), hits_before + 1);
+  const std::string pending = "rbln_artifactd_old_versions_pending";
+  const double pending_before = registry.Sample(pending).value_or(-1);
+  AddPendingOldVersions(2);
+  EXPECT_EQ(registry.Sample(pending), pending_before + 2);
+  AddPendingOldVersions(-2);
+  EXPECT_EQ(registry.Sample(pending), pending_before);
   EXPECT_EQ(registry.Sample("rbln_artifactd_no_such_total"), std::nullopt);
 }
 

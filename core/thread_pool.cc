@@ -1,6 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <cassert>
+#include <limits>
 #include <utility>
 
 namespace rbln {
@@ -20,8 +21,15 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::Schedule(absl::AnyInvocable<void() &&> work) {
+  TrySchedule(std::move(work), std::numeric_limits<size_t>::max());
+}
+
+bool ThreadPool::TrySchedule(absl::AnyInvocable<void() &&> work,
+                             size_t max_queued) {
   absl::MutexLock lock(&mu_);
+  if (queue_.size() >= max_queued) return false;
   queue_.push_back(std::move(work));
+  return true;
 }
 
 void ThreadPool::Run() {

@@ -260,7 +260,8 @@ absl::Status ArtifactServiceImpl::CheckReadsItself(
 
 template <typename Handler>
 grpc::ServerUnaryReactor* ArtifactServiceImpl::ServeRead(
-    grpc::CallbackServerContext* context, Handler handler) {
+    grpc::CallbackServerContext* context, absl::string_view method,
+    const std::string& artifact, Handler handler) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (std::optional<grpc::Status> status = handler(ReadMode::kCachedOnly)) {
     reactor->Finish(*status);
@@ -268,19 +269,38 @@ grpc::ServerUnaryReactor* ArtifactServiceImpl::ServeRead(
   }
   // grpc::Server::Shutdown waits for this call to finish, so the service
   // (and readers_) outlive it.
-  readers_.Schedule([reactor, handler = std::move(handler)]() mutable {
-    reactor->Finish(*handler(ReadMode::kMayRead));
-  });
+  const bool queued = readers_.TrySchedule(
+      [reactor, handler = std::move(handler)]() mutable {
+        reactor->Finish(*handler(ReadMode::kMayRead));
+      },
+      kMaxQueuedReads);
+  if (!queued) reactor->Finish(RefuseRead(context, method, artifact));
   return reactor;
+}
+
+grpc::Status ArtifactServiceImpl::RefuseRead(grpc::ServerContextBase* context,
+                                             absl::string_view method,
+                                             const std::string& artifact) {
+  RequestLog log(this, context, method, LogName(artifact));
+  // Who floods is worth a log line; one who cannot be identified stays
+  // caller=none (the refusal says nothing of the artifact).
+  if (absl::StatusOr<Caller> caller = auth_->Identify(*context); caller.ok()) {
+    log.SetCaller(*caller);
+  }
+  return log.Finish(absl::ResourceExhaustedError(
+      absl::StrCat("too many reads are waiting for the disk (", kMaxQueuedReads,
+                   " queued for the daemon's ", kReaderThreads,
+                   " reader threads); retry with backoff")));
 }
 
 grpc::ServerUnaryReactor* ArtifactServiceImpl::GetKvcacheNumBlocks(
     grpc::CallbackServerContext* context,
     const v1::GetKvcacheNumBlocksRequest* req,
     v1::GetKvcacheNumBlocksResponse* resp) {
-  return ServeRead(context, [this, context, req, resp](ReadMode mode) {
-    return Get(context, *req, resp, mode);
-  });
+  return ServeRead(context, "GetKvcacheNumBlocks", req->artifact(),
+                   [this, context, req, resp](ReadMode mode) {
+                     return Get(context, *req, resp, mode);
+                   });
 }
 
 std::optional<grpc::Status> ArtifactServiceImpl::Get(
@@ -463,9 +483,10 @@ grpc::ServerUnaryReactor* ArtifactServiceImpl::DescribeArtifact(
     grpc::CallbackServerContext* context,
     const v1::DescribeArtifactRequest* req,
     v1::DescribeArtifactResponse* resp) {
-  return ServeRead(context, [this, context, req, resp](ReadMode mode) {
-    return Describe(context, *req, resp, mode);
-  });
+  return ServeRead(context, "DescribeArtifact", req->artifact(),
+                   [this, context, req, resp](ReadMode mode) {
+                     return Describe(context, *req, resp, mode);
+                   });
 }
 
 std::optional<grpc::Status> ArtifactServiceImpl::Describe(

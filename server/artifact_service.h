@@ -49,7 +49,8 @@ struct ServerFacts {
 // answered on the gRPC thread that received them when the artifact cache
 // (core/format/artifact_cache.h) holds the answer, else on a small pool of
 // the service's own, so that a read that waits for the disk or a codec never
-// holds up gRPC's threads. The other calls are synchronous.
+// holds up gRPC's threads (a read that finds kMaxQueuedReads waiting for the
+// pool is refused). The other calls are synchronous.
 using ArtifactServiceBase =
     v1::ArtifactService::WithCallbackMethod_GetKvcacheNumBlocks<
         v1::ArtifactService::WithCallbackMethod_DescribeArtifact<
@@ -57,6 +58,17 @@ using ArtifactServiceBase =
 
 class ArtifactServiceImpl final : public ArtifactServiceBase {
  public:
+  // Reads that must touch the disk at once, beyond which they queue.
+  static constexpr int kReaderThreads = 4;
+  // Reads that may wait for a reader thread, beyond which they are refused
+  // with RESOURCE_EXHAUSTED. Every read the cache cannot answer queues (a
+  // verify_payload Describe never can), so a flood of them would hold
+  // memory without bound (a waiting read keeps its call: some KiB) and make
+  // every later read wait behind it. 256 is more than an orchestrator asks
+  // at once of a large store after a restart (a read per artifact, the
+  // cache empty), and a few MiB at most.
+  static constexpr size_t kMaxQueuedReads = 256;
+
   // `store`, `dram` and `auth` must outlive the service. At most
   // `max_concurrent_writes` writes run at once; more get UNAVAILABLE. Every
   // call is identified by `auth`; Set and Fit other than dry runs need an
@@ -121,15 +133,22 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
     absl::Time start;
   };
 
-  // Reads that must touch the disk at once, beyond which they queue.
-  static constexpr int kReaderThreads = 4;
   using ReadMode = ArtifactStore::ReadMode;
   // Serves a callback read: `handler(ReadMode::kCachedOnly)` on this thread,
   // and when it returns nullopt (it would have to read or wait),
-  // `handler(ReadMode::kMayRead)` on readers_, which must answer.
+  // `handler(ReadMode::kMayRead)` on readers_, which must answer. When
+  // kMaxQueuedReads reads already wait there, the call is refused instead
+  // (RefuseRead, logged as `method` of `artifact`).
   template <typename Handler>
   grpc::ServerUnaryReactor* ServeRead(grpc::CallbackServerContext* context,
+                                      absl::string_view method,
+                                      const std::string& artifact,
                                       Handler handler);
+  // RESOURCE_EXHAUSTED for a read that found kMaxQueuedReads waiting,
+  // logged and marked like every reply.
+  grpc::Status RefuseRead(grpc::ServerContextBase* context,
+                          absl::string_view method,
+                          const std::string& artifact);
   std::optional<grpc::Status> Get(grpc::ServerContextBase* context,
                                   const v1::GetKvcacheNumBlocksRequest& req,
                                   v1::GetKvcacheNumBlocksResponse* resp,

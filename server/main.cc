@@ -1183,6 +1183,10 @@ int main(int argc, char** argv) {
   waiter.join();
   health_server.reset();
   RemoveUnixSockets(listen);
+  // Closing the store removes the old versions still waiting out their
+  // grace period, and logs that it does: before the last line. No call is
+  // left to use it (server->Wait() has returned).
+  store->reset();
   spdlog::info("rbln-artifactd stopped");
   return 0;
 }

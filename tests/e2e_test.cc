@@ -348,6 +348,13 @@ std::vector<std::string> OldVersionsIn(const std::string& store) {
 }
 
 TEST_F(E2eTest, TheOldVersionStaysForTheDefaultGraceAndGoesAtShutdown) {
+  // At --log-level info, to see the shutdown's lines.
+  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  std::vector<std::string> flags = {"--store", store_,        "--listen",
+                                    address_,  "--log-level", "info"};
+  for (const std::string& flag : DaemonFlags()) flags.push_back(flag);
+  ASSERT_NO_FATAL_FAILURE(
+      StartDaemonWithFlags(root_.path(), address_, flags, &daemon_));
   // A serving process holds the artifact directory open across the Set.
   const int dir = open(StorePath("tiny").c_str(), O_RDONLY | O_DIRECTORY);
   ASSERT_GE(dir, 0) << strerror(errno);
@@ -363,10 +370,18 @@ TEST_F(E2eTest, TheOldVersionStaysForTheDefaultGraceAndGoesAtShutdown) {
   // Read whole (payload checksums too) through the descriptor.
   EXPECT_EQ(CountOnDisk(absl::StrCat("/proc/self/fd/", dir, "/.")), before);
   EXPECT_EQ(Get("./tiny"), before - 1);
-  // Stopping the daemon removes it without waiting for the grace to end.
+  // Stopping the daemon removes it without waiting for the grace to end,
+  // and says so before its last line.
   ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
   EXPECT_THAT(OldVersionsIn(store_), ::testing::IsEmpty());
   close(dir);
+  const std::string log = ReadIfExists(daemon_.stderr_path);
+  const size_t removing =
+      log.find("stopping: removing 1 old artifact version(s) now");
+  const size_t stopped = log.find("rbln-artifactd stopped");
+  ASSERT_NE(removing, std::string::npos) << log;
+  ASSERT_NE(stopped, std::string::npos) << log;
+  EXPECT_LT(removing, stopped) << log;
 }
 
 TEST_F(E2eTest, OldVersionGraceSecondsIsHonouredFromFlagAndConfigFile) {

@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -184,6 +186,30 @@ TEST_F(MetricsEndpointTest, CountersMoveWithRequestsAndCommits) {
   EXPECT_GT(moved("rbln_artifactd_probe_runs_total{result=\"failed\"}"), 0)
       << daemon_.Logs();
   EXPECT_EQ(moved("rbln_artifactd_probe_runs_total{result=\"ok\"}"), 0);
+}
+
+// Once an artifact's files have been still for the artifact cache's racy
+// window (2 s), the first Get reads and keeps it (a miss) and the next is
+// answered from the cache (a hit).
+TEST_F(MetricsEndpointTest, TheSecondGetOfAStillArtifactIsACacheHit) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+  Samples before;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&before));
+  for (int i = 0; i < 2; ++i) {
+    Outcome get = Cli("--get-kvcache-num-blocks --model-id ./tiny");
+    ASSERT_EQ(get.code, 0) << get;
+  }
+  Samples after;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&after));
+  const auto moved = [&](const std::string& result) {
+    const std::string series = absl::StrCat(
+        "rbln_artifactd_artifact_cache_lookups_total{result=\"", result, "\"}");
+    return Value(after, series) - Value(before, series);
+  };
+  EXPECT_EQ(moved("miss"), 1);
+  EXPECT_EQ(moved("hit"), 1);
+  EXPECT_EQ(before.count("rbln_artifactd_old_versions_pending"), 1u);
 }
 
 // gRPC hands interceptors any method name a caller sends; such names must

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "core/core_metrics.h"
 #include "core/subprocess.h"
 #include "core/text.h"
 #include "spdlog/spdlog.h"
@@ -43,6 +44,7 @@ RetiredTrees::~RetiredTrees() {
       "grace period of {} is over",
       left.size(), FormatSeconds(grace_));
   for (const Tree& tree : left) RemoveStagingTree(env_, tree.path);
+  AddPendingOldVersions(-static_cast<int64_t>(left.size()));
 }
 
 void RetiredTrees::Retire(std::string path) {
@@ -54,6 +56,7 @@ void RetiredTrees::Retire(std::string path) {
       Clock::now() + absl::ToChronoNanoseconds(grace_);
   absl::MutexLock lock(&mu_);
   trees_.push_back({std::move(path), due});
+  AddPendingOldVersions(1);
   if (!thread_.joinable() && !stopping_) {
     thread_ = std::thread([this] { RemoveWhenDue(); });
   }
@@ -68,6 +71,7 @@ size_t RetiredTrees::RemoveNow() {
     in_flight = removing_;
   }
   for (const Tree& tree : taken) RemoveStagingTree(env_, tree.path);
+  AddPendingOldVersions(-static_cast<int64_t>(taken.size()));
   if (in_flight > 0) {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
@@ -101,6 +105,7 @@ void RetiredTrees::RemoveWhenDue() {
     ++removing_;
     mu_.Unlock();
     RemoveStagingTree(env_, tree.path);
+    AddPendingOldVersions(-1);
     spdlog::debug("removed the old version {} after its grace period",
                   LogValue(tree.path));
     mu_.Lock();

@@ -24,6 +24,9 @@
 // Trees are named by path: a tree moved elsewhere meanwhile (its parent
 // renamed) is not found, and is left to that recovery too.
 //
+// The trees pending in every instance are the metric
+// rbln_artifactd_old_versions_pending (core/core_metrics.h).
+//
 // Thread-safe: all methods may be called concurrently. `env` must outlive
 // this object, and is used from its thread.
 #ifndef RBLN_CORE_STORE_RETIRED_TREES_H_

@@ -10,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/core_metrics.h"
 #include "core/env.h"
+#include "core/metrics.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
@@ -119,6 +121,36 @@ TEST_F(RetiredTreesTest, RemoveNowRemovesEveryPendingTreeAndCountsThem) {
   trees.Retire(third);
   EXPECT_EQ(trees.pending(), 1u);
   EXPECT_TRUE(Exists(third));
+}
+
+// rbln_artifactd_old_versions_pending: every tree retired and not yet
+// removed, over all instances.
+TEST_F(RetiredTreesTest, ThePendingGaugeFollowsRetireAndRemoval) {
+  RegisterCoreMetrics();
+  const auto pending = [] {
+    return metrics::Registry::Default()
+        .Sample("rbln_artifactd_old_versions_pending")
+        .value_or(-1);
+  };
+  const double before = pending();
+  ASSERT_GE(before, 0);
+  {
+    RetiredTrees zero(env_, absl::ZeroDuration());
+    zero.Retire(MakeTree("at-once"));
+    EXPECT_EQ(pending(), before);
+    RetiredTrees trees(env_, kForever);
+    trees.Retire(MakeTree("first"));
+    trees.Retire(MakeTree("second"));
+    EXPECT_EQ(pending(), before + 2);
+    EXPECT_EQ(trees.RemoveNow(), 2u);
+    EXPECT_EQ(pending(), before);
+    trees.Retire(MakeTree("third"));
+    RetiredTrees soon(env_, absl::Milliseconds(1));
+    soon.Retire(MakeTree("fourth"));
+    EXPECT_TRUE(Eventually([&] { return soon.pending() == 0; }));
+    EXPECT_EQ(pending(), before + 1);
+  }  // destruction removes "third"
+  EXPECT_EQ(pending(), before);
 }
 
 TEST_F(RetiredTreesTest, ATreeMovedAwayMeanwhileIsNoError) {

@@ -121,6 +121,15 @@ absl::Status CheckCancelled(const WriteRequest& request) {
   return absl::OkStatus();
 }
 
+// A lookup that may not read (ReadMode::kCachedOnly) counts only when it
+// hits: on a miss its caller reads next, and that lookup counts, so that one
+// read counts once.
+void CountCacheMiss(ArtifactStore::ReadMode mode) {
+  if (mode == ArtifactStore::ReadMode::kMayRead) {
+    CountArtifactCacheLookup(CacheLookup::kMiss);
+  }
+}
+
 }  // namespace
 
 std::string StagingNameFor(absl::string_view name) {
@@ -654,8 +663,10 @@ absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
   const bool cached = !options.verify_payload;
   if (cached) {
     if (auto artifact = artifact_cache_.FindArtifact(at.env, at.path)) {
+      CountArtifactCacheLookup(CacheLookup::kHit);
       return artifact;
     }
+    CountCacheMiss(mode);
   }
   if (mode == ReadMode::kCachedOnly) return nullptr;
   const absl::Time start = absl::Now();
@@ -675,8 +686,10 @@ absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
 ArtifactStore::ReadSummary(absl::string_view name, ReadMode mode) {
   RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
   if (auto summary = artifact_cache_.FindSummary(at.env, at.path)) {
+    CountArtifactCacheLookup(CacheLookup::kHit);
     return summary;
   }
+  CountCacheMiss(mode);
   if (mode == ReadMode::kCachedOnly) return nullptr;
   const absl::Time start = absl::Now();
   absl::StatusOr<ArtifactSummary> summary;

@@ -25,10 +25,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/core_metrics.h"
 #include "core/device/device_spec.h"
 #include "core/env.h"
 #include "core/error_facts.h"
 #include "core/format/rbln_config.h"
+#include "core/metrics.h"
 #include "core/resize/fit.h"
 #include "core/testing/test_util.h"
 #include "core/unique_fd.h"
@@ -262,6 +264,42 @@ TEST_F(StoreTest, TheArtifactCacheServesUnchangedArtifactsOnly) {
   // The whole read sees it too, and refuses it: the graphs hold 10 blocks.
   EXPECT_EQ(store_->ReadShared("a").status().code(),
             absl::StatusCode::kDataLoss);
+}
+
+// rbln_artifactd_artifact_cache_lookups_total counts each read once: a try
+// that may not read (kCachedOnly) counts only when it hits, since on a miss
+// its caller reads next; a payload check does not look.
+TEST_F(StoreTest, EachReadCountsOneArtifactCacheLookup) {
+  const absl::Duration window = absl::Milliseconds(50);
+  ReopenStore({.artifact_cache_racy_window = window});
+  absl::SleepFor(2 * window);
+  RegisterCoreMetrics();
+  const auto lookups = [](absl::string_view result) {
+    return metrics::Registry::Default()
+        .Sample(absl::StrCat(
+            "rbln_artifactd_artifact_cache_lookups_total{result=\"", result,
+            "\"}"))
+        .value_or(-1);
+  };
+  const double hits = lookups("hit");
+  const double misses = lookups("miss");
+  using ReadMode = ArtifactStore::ReadMode;
+  auto summary = store_->ReadSummary("a", ReadMode::kCachedOnly);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(*summary, nullptr);
+  EXPECT_EQ(lookups("miss"), misses);
+  ASSERT_TRUE(store_->ReadSummary("a").ok());
+  EXPECT_EQ(lookups("miss"), misses + 1);
+  summary = store_->ReadSummary("a", ReadMode::kCachedOnly);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_NE(*summary, nullptr);
+  ASSERT_TRUE(store_->ReadSummary("a").ok());
+  EXPECT_EQ(lookups("hit"), hits + 2);
+  ASSERT_TRUE(store_->ReadShared("a").ok());
+  ASSERT_TRUE(store_->ReadShared("a").ok());
+  ASSERT_TRUE(store_->ReadShared("a", {.verify_payload = true}).ok());
+  EXPECT_EQ(lookups("hit"), hits + 3);
+  EXPECT_EQ(lookups("miss"), misses + 2);
 }
 
 TEST_F(StoreTest, OutputDirectoryLeavesTheSourceByteIdentical) {
@@ -1542,6 +1580,11 @@ TEST_F(StoreTest, TheOldVersionIsRemovedOnceItsGraceIsOver) {
   ASSERT_NO_FATAL_FAILURE(ReopenStore({.old_version_grace = absl::Seconds(1)}));
   ASSERT_TRUE(store_->Write({.name = "a", .target = uint64_t{10}}).ok());
   EXPECT_TRUE(WaitUntilNoStagingBelow(Root()));
+  // Its thread counts the tree as removed just after it is gone.
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (store_->retired_trees().pending() > 0 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
   EXPECT_EQ(store_->retired_trees().pending(), 0u);
   EXPECT_EQ(CurrentBlocks("a"), 10u);
 }
