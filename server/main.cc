@@ -887,7 +887,7 @@ int main(int argc, char** argv) {
     tcp_credentials = grpc::experimental::TlsServerCredentials(tls_options);
   }
 
-  // The codec: core/container.h's own reader and writer of .rbln files.
+  // The codec: core/format/container.h's own reader and writer of .rbln files.
   // Metrics before the gRPC server, so that a port in use stops the start
   // before anything is served.
   rbln::RegisterCoreMetrics();

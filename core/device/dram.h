@@ -6,7 +6,7 @@
 //   1. an explicit override (`--device-dram BYTES[,CHIPLETS]`, on the command
 //      line or in the config file; for simulation and tests),
 //   2. the live probe of the host's NPUs through rbln-smi
-//      (core/probe_provider.h), which falls back to
+//      (core/device/probe_provider.h), which falls back to
 //   3. the spec table (the embedded default; works on any machine).
 //
 // Implementations are thread-safe.

@@ -1,7 +1,7 @@
 // The live device probe (docs/device-dram.md): a DramProvider that runs
 // `rbln-smi` (or the older `rbln-stat`), reads its device table
-// (core/rbln_smi.h), and falls back to the spec table whenever the probe cannot
-// answer.
+// (core/device/rbln_smi.h), and falls back to the spec table whenever the probe
+// cannot answer.
 //
 // What it answers:
 //  * ForNpu(npu): the artifact's target NPU decides the spec. Devices of that

@@ -13,7 +13,7 @@
 //   fits(m)   <=> for every bucket: budget - other(b) >= kv(b, m).
 // The result is num_full_blocks when that fits, else the largest m in
 // [1, num_full_blocks - 1] that fits (binary search), else 0; never more than
-// kMaxNumBlocks (core/rbln_config.h), whatever the full count. Because
+// kMaxNumBlocks (core/format/rbln_config.h), whatever the full count. Because
 // per_block is derived from the current count, the answer does not depend on
 // how often the artifact was resized before.
 //

@@ -80,7 +80,7 @@ std::string FaultName(Fault fault) {
   return "?";
 }
 
-// A known bug in core/artifact.cc, which this test may not change:
+// A known bug in core/format/artifact.cc, which this test may not change:
 SynthSpec TinySpec() {
   SynthSpec spec;
   spec.decoder_batch_sizes = {1, 2};

@@ -23,8 +23,8 @@
 //
 // Names: an artifact is named by its path relative to the store root ("a",
 // "team/llama") or by an absolute path inside the store, canonicalised by
-// CanonicalArtifactName (core/artifact_name.h). Every file-system call goes
-// through an Env confined to the root (core/env.h), so a symbolic link
+// CanonicalArtifactName (core/store/artifact_name.h). Every file-system call
+// goes through an Env confined to the root (core/env.h), so a symbolic link
 // anywhere on the path, or swapped in while a write runs, fails the call
 // (PERMISSION_DENIED) and nothing outside the root is read or written.
 //
@@ -81,7 +81,7 @@ struct ReadOnlyRootSpec {
 
 // Parses "[NAME=]DIR"; the name defaults to DIR's last component.
 // INVALID_ARGUMENT when DIR is empty or the name is not a valid root name
-// (core/artifact_name.h).
+// (core/store/artifact_name.h).
 absl::StatusOr<ReadOnlyRootSpec> ParseReadOnlyRoot(absl::string_view text);
 
 struct StoreOptions {

@@ -1,4 +1,4 @@
-// Fuzz target: ReadContainer and VerifyPayload (core/container.h) on an
+// Fuzz target: ReadContainer and VerifyPayload (core/format/container.h) on an
 // arbitrary file, held in memory.
 //
 // Each input is read twice: as it is, and with its two checksums repaired

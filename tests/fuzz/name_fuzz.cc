@@ -1,4 +1,4 @@
-// Fuzz target: CanonicalArtifactName (core/artifact_name.h) on arbitrary
+// Fuzz target: CanonicalArtifactName (core/store/artifact_name.h) on arbitrary
 // names, as a caller's request would reach it, with the store resolved at
 // /srv/store and given as /data/store.
 //
