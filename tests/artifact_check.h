@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -148,15 +149,24 @@ inline uint64_t CheckResizedArtifact(const std::string& dir,
 
 // Every entry below `root` (hidden ones and the state directory included)
 // whose name is a staging name.
+// A tree may go while it is walked (the daemon removes old versions in the
+// background, --old-version-grace-seconds): the walk then starts over.
 inline std::vector<std::string> FindStagingDebris(const std::string& root) {
-  std::vector<std::string> debris;
-  for (const std::filesystem::directory_entry& entry :
-       std::filesystem::recursive_directory_iterator(root)) {
-    if (StagedArtifactName(entry.path().filename().string()).has_value()) {
-      debris.push_back(entry.path().string());
+  constexpr int kMaxWalks = 100;
+  for (int walk = 1;; ++walk) {
+    std::vector<std::string> debris;
+    std::error_code error;
+    std::filesystem::recursive_directory_iterator it(root, error), end;
+    for (; !error && it != end; it.increment(error)) {
+      if (StagedArtifactName(it->path().filename().string()).has_value()) {
+        debris.push_back(it->path().string());
+      }
+    }
+    if (!error) return debris;
+    if (walk == kMaxWalks) {
+      throw std::filesystem::filesystem_error("walking the store", root, error);
     }
   }
-  return debris;
 }
 
 }  // namespace rbln::testing
