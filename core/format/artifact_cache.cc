@@ -108,11 +108,12 @@ void ArtifactCache::InsertArtifact(Env* env,
     sources.dirs = {artifact->dir(), artifact->graph_dir()};
     sources.names = {{kRblnConfigFileName}, std::move(graphs)};
   }
-  Entry entry;
-  entry.bytes = ArtifactBytes(*artifact);
+  const uint64_t bytes = ArtifactBytes(*artifact);
   Key key{env, artifact->dir(), Kind::kArtifact};
+  Entry entry;
   entry.artifact = std::move(artifact);
-  Insert(env, std::move(key), std::move(sources), std::move(entry), read_start);
+  Insert(env, std::move(key), std::move(sources), std::move(entry), bytes,
+         read_start);
 }
 
 std::shared_ptr<const ArtifactSummary> ArtifactCache::FindSummary(
@@ -136,12 +137,12 @@ void ArtifactCache::InsertSummary(
     sources.dirs = {dir, JoinPath(dir, sub)};
     sources.names = {{kRblnConfigFileName}, {prefill}};
   }
+  const uint64_t bytes = sizeof(ArtifactSummary) +
+                         ConfigBytes(summary->config) + summary->npu.size();
   Entry entry;
-  entry.bytes = sizeof(ArtifactSummary) + ConfigBytes(summary->config) +
-                summary->npu.size();
   entry.summary = std::move(summary);
   Insert(env, Key{env, dir, Kind::kSummary}, std::move(sources),
-         std::move(entry), read_start);
+         std::move(entry), bytes, read_start);
 }
 
 std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
@@ -149,12 +150,12 @@ std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
   std::optional<Entry> entry;
   {
     absl::MutexLock lock(&mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) {
+    const Entry* held = entries_.Find(key);
+    if (held == nullptr) {
       ++misses_;
       return std::nullopt;
     }
-    entry = it->second->second;
+    entry = *held;
   }
   const Sources& sources = *entry->sources;
   bool same = true;
@@ -167,22 +168,21 @@ std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
     same = now.ok() && SameDir(*now, sources.seen[i]);
   }
   absl::MutexLock lock(&mu_);
-  auto it = index_.find(key);
   // Only the entry looked at is touched: another may have replaced it.
-  const bool current =
-      it != index_.end() && it->second->second.sources == entry->sources;
+  const Entry* held = entries_.Find(key);
+  const bool current = held != nullptr && held->sources == entry->sources;
   if (!same) {
-    if (current) EraseLocked(it->second);
+    if (current) entries_.Erase(key);
     ++misses_;
     return std::nullopt;
   }
-  if (current) lru_.splice(lru_.begin(), lru_, it->second);
+  if (current) entries_.Touch(key);
   ++hits_;
   return entry;
 }
 
 void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
-                           absl::Time read_start) {
+                           uint64_t bytes, absl::Time read_start) {
   const int64_t threshold = absl::ToUnixNanos(read_start - racy_window_);
   for (size_t i = 0; i < sources.dirs.size(); ++i) {
     std::unique_ptr<HeldDir> held;
@@ -195,38 +195,22 @@ void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
     sources.seen.push_back(*std::move(seen));
     sources.held.push_back(std::move(held));
   }
-  entry.bytes +=
-      std::get<1>(key).size() + SourcesBytes(sources.dirs, sources.names);
+  bytes += std::get<1>(key).size() + SourcesBytes(sources.dirs, sources.names);
   entry.sources = std::make_shared<const Sources>(std::move(sources));
   absl::MutexLock lock(&mu_);
-  if (auto it = index_.find(key); it != index_.end()) EraseLocked(it->second);
-  if (entry.bytes > max_bytes_) return;
-  bytes_ += entry.bytes;
-  lru_.emplace_front(key, std::move(entry));
-  index_[std::move(key)] = lru_.begin();
-  while (bytes_ > max_bytes_ && !lru_.empty()) {
-    EraseLocked(std::prev(lru_.end()));
-  }
+  entries_.Insert(std::move(key), std::move(entry), bytes);
 }
 
 void ArtifactCache::Erase(Env* env, const std::string& dir) {
   absl::MutexLock lock(&mu_);
   for (Kind kind : {Kind::kArtifact, Kind::kSummary}) {
-    if (auto it = index_.find(Key{env, dir, kind}); it != index_.end()) {
-      EraseLocked(it->second);
-    }
+    entries_.Erase(Key{env, dir, kind});
   }
-}
-
-void ArtifactCache::EraseLocked(Lru::iterator it) {
-  bytes_ -= it->second.bytes;
-  index_.erase(it->first);
-  lru_.erase(it);
 }
 
 size_t ArtifactCache::size() const {
   absl::MutexLock lock(&mu_);
-  return lru_.size();
+  return entries_.size();
 }
 
 uint64_t ArtifactCache::hits() const {

@@ -31,7 +31,6 @@
 #define RBLN_CORE_FORMAT_ARTIFACT_CACHE_H_
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,11 +39,11 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/env.h"
 #include "core/format/artifact.h"
+#include "core/lru_by_bytes.h"
 
 namespace rbln {
 
@@ -60,7 +59,7 @@ class ArtifactCache {
 
   explicit ArtifactCache(uint64_t max_bytes = kDefaultMaxBytes,
                          absl::Duration racy_window = kDefaultRacyWindow)
-      : max_bytes_(max_bytes), racy_window_(racy_window) {}
+      : racy_window_(racy_window), entries_(max_bytes) {}
 
   // The artifact read through `env` from `dir`, when it is held and every
   // file it was read from is unchanged; else null.
@@ -103,25 +102,20 @@ class ArtifactCache {
     std::shared_ptr<const Sources> sources;
     std::shared_ptr<const Artifact> artifact;
     std::shared_ptr<const ArtifactSummary> summary;
-    uint64_t bytes = 0;
   };
-  using Lru = std::list<std::pair<Key, Entry>>;
 
   // The entry for `key` when its sources are unchanged (counted as a hit),
   // else nullopt (a miss).
   std::optional<Entry> Find(Env* env, const Key& key);
   // Looks at `sources` (dirs and names set) and keeps `entry` under `key`
   // when none of them is racy.
-  void Insert(Env* env, Key key, Sources sources, Entry entry,
+  // `bytes`: an estimate of the memory the result holds.
+  void Insert(Env* env, Key key, Sources sources, Entry entry, uint64_t bytes,
               absl::Time read_start);
-  void EraseLocked(Lru::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const uint64_t max_bytes_;
   const absl::Duration racy_window_;
   mutable absl::Mutex mu_;
-  Lru lru_ ABSL_GUARDED_BY(mu_);  // most recently used first
-  absl::flat_hash_map<Key, Lru::iterator> index_ ABSL_GUARDED_BY(mu_);
-  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  LruByBytes<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
   uint64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -23,47 +23,33 @@ uint64_t FactsBytes(const ContainerFacts& facts) {
 std::shared_ptr<const ContainerFacts> InspectCache::Find(
     const std::string& codec, const FileIdentity& id) {
   absl::MutexLock lock(&mu_);
-  auto it = index_.find(Key{id.device, id.inode});
-  if (it == index_.end() || it->second->second.codec != codec ||
-      !(it->second->second.id == id)) {
+  const Key key{id.device, id.inode};
+  const Entry* entry = entries_.Find(key);
+  if (entry == nullptr || entry->codec != codec || !(entry->id == id)) {
     ++misses_;
     return nullptr;
   }
-  lru_.splice(lru_.begin(), lru_, it->second);
+  entries_.Touch(key);
   ++hits_;
-  return it->second->second.facts;
+  return entry->facts;
 }
 
 void InspectCache::Insert(const std::string& codec, const FileIdentity& id,
                           std::shared_ptr<const ContainerFacts> facts) {
   const uint64_t bytes = FactsBytes(*facts);
   absl::MutexLock lock(&mu_);
-  const Key key{id.device, id.inode};
-  if (auto it = index_.find(key); it != index_.end()) EraseLocked(it->second);
-  if (bytes > max_bytes_) return;
-  lru_.emplace_front(key, Entry{codec, id, std::move(facts), bytes});
-  index_[key] = lru_.begin();
-  bytes_ += bytes;
-  while (bytes_ > max_bytes_ && !lru_.empty())
-    EraseLocked(std::prev(lru_.end()));
+  entries_.Insert(Key{id.device, id.inode}, Entry{codec, id, std::move(facts)},
+                  bytes);
 }
 
 void InspectCache::Erase(const FileIdentity& id) {
   absl::MutexLock lock(&mu_);
-  if (auto it = index_.find(Key{id.device, id.inode}); it != index_.end()) {
-    EraseLocked(it->second);
-  }
-}
-
-void InspectCache::EraseLocked(Lru::iterator it) {
-  bytes_ -= it->second.bytes;
-  index_.erase(it->first);
-  lru_.erase(it);
+  entries_.Erase(Key{id.device, id.inode});
 }
 
 size_t InspectCache::size() const {
   absl::MutexLock lock(&mu_);
-  return lru_.size();
+  return entries_.size();
 }
 
 uint64_t InspectCache::hits() const {

@@ -20,16 +20,15 @@
 #define RBLN_CORE_FORMAT_INSPECT_CACHE_H_
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "core/env.h"
 #include "core/format/codec.h"
+#include "core/lru_by_bytes.h"
 
 namespace rbln {
 
@@ -54,7 +53,7 @@ class InspectCache {
  public:
   static constexpr uint64_t kDefaultMaxBytes = uint64_t{64} << 20;
   explicit InspectCache(uint64_t max_bytes = kDefaultMaxBytes)
-      : max_bytes_(max_bytes) {}
+      : entries_(max_bytes) {}
 
   // The facts `codec` gave for the file `id` names, or null.
   std::shared_ptr<const ContainerFacts> Find(const std::string& codec,
@@ -73,18 +72,11 @@ class InspectCache {
     std::string codec;
     FileIdentity id;
     std::shared_ptr<const ContainerFacts> facts;
-    uint64_t bytes = 0;
   };
   using Key = std::pair<uint64_t, uint64_t>;  // (device, inode)
-  using Lru = std::list<std::pair<Key, Entry>>;
 
-  void EraseLocked(Lru::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  const uint64_t max_bytes_;
   mutable absl::Mutex mu_;
-  Lru lru_ ABSL_GUARDED_BY(mu_);  // most recently used first
-  absl::flat_hash_map<Key, Lru::iterator> index_ ABSL_GUARDED_BY(mu_);
-  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  LruByBytes<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
   uint64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
 };

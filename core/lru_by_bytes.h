@@ -1,0 +1,88 @@
+// LruByBytes: a map that keeps its most recently used values within a bound
+// on their estimated memory. The artifact cache (core/format/artifact_cache.h)
+// and the inspect cache (core/format/inspect_cache.h) hold their entries in
+// one, each under its own lock.
+//
+// Each value comes with its size in bytes, as the caller estimates it. An
+// Insert past the bound drops least recently used values until the total is
+// within it again; a value larger than the bound alone is not kept. Find
+// leaves the order alone (a caller may still decide the value is stale);
+// Touch marks a value as just used.
+//
+// Not thread-safe.
+#ifndef RBLN_CORE_LRU_BY_BYTES_H_
+#define RBLN_CORE_LRU_BY_BYTES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <list>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace rbln {
+
+template <typename Key, typename Value>
+class LruByBytes {
+ public:
+  explicit LruByBytes(uint64_t max_bytes) : max_bytes_(max_bytes) {}
+
+  // The value held for `key`, or null; valid until the next Insert or Erase.
+  Value* Find(const Key& key) {
+    auto it = index_.find(key);
+    return it == index_.end() ? nullptr : &it->second->value;
+  }
+
+  // Marks the value held for `key`, if any, as the most recently used.
+  void Touch(const Key& key) {
+    if (auto it = index_.find(key); it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+    }
+  }
+
+  // Holds `value` for `key` in place of what was held, as the most recently
+  // used, then drops the least recently used until within the bound.
+  void Insert(Key key, Value value, uint64_t bytes) {
+    Erase(key);
+    if (bytes > max_bytes_) return;
+    lru_.push_front(Node{key, std::move(value), bytes});
+    index_.emplace(std::move(key), lru_.begin());
+    bytes_ += bytes;
+    while (bytes_ > max_bytes_) EraseNode(std::prev(lru_.end()));
+  }
+
+  // Drops what is held for `key`; false when nothing was.
+  bool Erase(const Key& key) {
+    auto it = index_.find(key);
+    if (it == index_.end()) return false;
+    EraseNode(it->second);
+    return true;
+  }
+
+  size_t size() const { return lru_.size(); }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  struct Node {
+    Key key;
+    Value value;
+    uint64_t bytes;
+  };
+  using List = std::list<Node>;  // most recently used first
+
+  void EraseNode(typename List::iterator node) {
+    bytes_ -= node->bytes;
+    index_.erase(node->key);
+    lru_.erase(node);
+  }
+
+  const uint64_t max_bytes_;
+  List lru_;
+  absl::flat_hash_map<Key, typename List::iterator> index_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace rbln
+
+#endif  // RBLN_CORE_LRU_BY_BYTES_H_
