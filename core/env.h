@@ -201,7 +201,8 @@ class Env {
 
   virtual absl::Status CreateDir(const std::string& path) = 0;
   // Gives a regular file or directory `owner` (chown, only when it differs,
-  // then chmod). PERMISSION_DENIED when the process may not give it away.
+  // then chmod), and makes a change durable (fsync). PERMISSION_DENIED when
+  // the process may not give it away.
   virtual absl::Status SetOwnership(const std::string& path,
                                     const FileOwnership& owner) = 0;
   virtual absl::Status RemoveFile(const std::string& path) = 0;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -326,6 +328,20 @@ class PosixHeldDir : public HeldDir {
   const std::shared_ptr<std::atomic<int>> count_;
 };
 
+// Whether the file system of `fd` makes an owner or mode change durable
+// with the next fsync of any inode changed after it. Callers set ownership
+// after the data's fdatasync, and every commit ends with changes to the
+// directories and their fsyncs (docs/commit-protocol.md). ext4 and XFS
+// write one journal in order, so those carry the change (tmpfs keeps
+// nothing anyway). Btrfs logs each fsynced inode alone, and other file
+// systems are not known to: there SetOwnership fsyncs what it changed.
+bool JournalCarriesOwnership(int fd) {
+  struct statfs fs {};
+  if (fstatfs(fd, &fs) != 0) return false;
+  return fs.f_type == EXT4_SUPER_MAGIC || fs.f_type == XFS_SUPER_MAGIC ||
+         fs.f_type == TMPFS_MAGIC;
+}
+
 class PosixEnv : public Env {
  public:
   // Unconfined.
@@ -503,6 +519,8 @@ class PosixEnv : public Env {
                            (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0)));
     if (fd.get() < 0) return ErrnoStatus("chown", path, errno);
     if (fstat(fd.get(), &st) != 0) return ErrnoStatus("chown", path, errno);
+    const bool changed = st.st_uid != owner.uid || st.st_gid != owner.gid ||
+                         (st.st_mode & 07777) != (owner.mode & 07777);
     if (st.st_uid != owner.uid || st.st_gid != owner.gid) {
       if (fchown(fd.get(), owner.uid, owner.gid) != 0) {
         const int err = errno;
@@ -519,6 +537,9 @@ class PosixEnv : public Env {
     // After the chown, which clears set-user-ID and set-group-ID bits.
     if (fchmod(fd.get(), owner.mode & 07777) != 0) {
       return ErrnoStatus("chmod", path, errno);
+    }
+    if (changed && !JournalCarriesOwnership(fd.get()) && fsync(fd.get()) != 0) {
+      return ErrnoStatus("fsync", path, errno);
     }
     return absl::OkStatus();
   }
