@@ -201,8 +201,9 @@ class Env {
 
   virtual absl::Status CreateDir(const std::string& path) = 0;
   // Gives a regular file or directory `owner` (chown, only when it differs,
-  // then chmod), and makes a change durable (fsync). PERMISSION_DENIED when
-  // the process may not give it away.
+  // then chmod); a change is fsynced where later fsyncs of other inodes
+  // would not carry it (env_posix.cc). PERMISSION_DENIED when the process
+  // may not give it away.
   virtual absl::Status SetOwnership(const std::string& path,
                                     const FileOwnership& owner) = 0;
   virtual absl::Status RemoveFile(const std::string& path) = 0;
