@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -128,25 +129,31 @@ void FillRoots(const ArtifactStore& store, std::string* store_root,
 // One log line per request (logfmt, or JSON: server/log_format.h), written when
 // the handler returns; while it runs, the request is listed in running_ (for
 // the log of a forced exit). Finish also marks the reply as the handler's own
-// (MarkedReply).
+// (MarkedReply). `method` is a literal: only its view is kept.
 class ArtifactServiceImpl::RequestLog {
  public:
   RequestLog(ArtifactServiceImpl* service, grpc::ServerContextBase* context,
-             absl::string_view method, absl::string_view artifact)
+             absl::string_view method, std::string artifact)
       : service_(service),
         context_(context),
         method_(method),
-        // A request may carry megabytes; the log shows 200 bytes of it.
-        artifact_(artifact.substr(0, kMaxEchoBytes + 1)),
+        artifact_(std::move(artifact)),
         start_(absl::Now()) {
+    // A request may carry megabytes; the log shows 200 bytes of it.
+    if (artifact_.size() > kMaxEchoBytes + 1)
+      artifact_.resize(kMaxEchoBytes + 1);
     absl::MutexLock lock(&service_->mu_);
     id_ = service_->next_request_++;
-    service_->running_[id_] = {method_, artifact_, start_};
+    service_->running_[id_] = this;
   }
   ~RequestLog() {
     absl::MutexLock lock(&service_->mu_);
     service_->running_.erase(id_);
   }
+
+  absl::string_view method() const { return method_; }
+  const std::string& artifact() const { return artifact_; }
+  absl::Time start() const { return start_; }
 
   void SetCounts(const absl::Status& status, uint64_t previous, uint64_t next,
                  bool written) {
@@ -157,22 +164,28 @@ class ArtifactServiceImpl::RequestLog {
   }
 
   void SetCaller(const Caller& caller) {
-    caller_ = {LogField::Text("caller", caller.identity),
-               LogField::Word("role", std::string(caller.role()))};
+    caller_identity_ = caller.identity;
+    caller_role_ = caller.role();
   }
 
   grpc::Status Finish(const absl::Status& status) {
     const int64_t ms = absl::ToInt64Milliseconds(absl::Now() - start_);
     const std::string outcome = absl::StatusCodeToString(status.code());
-    std::vector<LogField> fields = {
+    absl::InlinedVector<LogField, 10> fields = {
         LogField::Word("method", method_),
         LogField::Text("artifact", artifact_, kMaxEchoBytes)};
-    fields.insert(fields.end(), caller_.begin(), caller_.end());
+    if (caller_identity_.has_value()) {
+      fields.push_back(LogField::Text("caller", *caller_identity_));
+      fields.push_back(LogField::Word("role", caller_role_));
+    } else {
+      fields.push_back(LogField::Word("caller", "none"));
+    }
     fields.push_back(LogField::Word("outcome", outcome));
     fields.insert(fields.end(), counts_.begin(), counts_.end());
     fields.push_back(LogField::Number("duration_ms", ms));
-    if (!status.ok())
+    if (!status.ok()) {
       fields.push_back(LogField::Text("error", status.message()));
+    }
     LogEvent(status.ok() ? spdlog::level::info : spdlog::level::warn,
              absl::StrCat(method_, " ", outcome), fields);
     return MarkedReply(context_, ToGrpc(status));
@@ -181,12 +194,13 @@ class ArtifactServiceImpl::RequestLog {
  private:
   ArtifactServiceImpl* const service_;
   grpc::ServerContextBase* const context_;
-  const std::string method_;
-  const std::string artifact_;
+  const absl::string_view method_;
+  std::string artifact_;
   const absl::Time start_;
   uint64_t id_ = 0;
-  // caller and role once identified; caller=none until then.
-  std::vector<LogField> caller_ = {LogField::Word("caller", "none")};
+  // Once identified; caller=none until then.
+  std::optional<std::string> caller_identity_;
+  absl::string_view caller_role_;
   std::vector<LogField> counts_;
 };
 
@@ -710,8 +724,9 @@ std::vector<std::string> ArtifactServiceImpl::DescribeRunning() const {
   std::vector<std::string> lines;
   for (const auto& [id, running] : running_) {
     lines.push_back(absl::StrCat(
-        running.method, " artifact=", LogValue(running.artifact, kMaxEchoBytes),
-        " running_ms=", absl::ToInt64Milliseconds(now - running.start)));
+        running->method(),
+        " artifact=", LogValue(running->artifact(), kMaxEchoBytes),
+        " running_ms=", absl::ToInt64Milliseconds(now - running->start())));
   }
   std::sort(lines.begin(), lines.end());
   return lines;

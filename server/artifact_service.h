@@ -127,12 +127,6 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
     std::string message;
     bool written = false;
   };
-  struct Running {
-    std::string method;
-    std::string artifact;
-    absl::Time start;
-  };
-
   using ReadMode = ArtifactStore::ReadMode;
   // Serves a callback read: `handler(ReadMode::kCachedOnly)` on this thread,
   // and when it returns nullopt (it would have to read or wait),
@@ -207,7 +201,8 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   std::deque<std::string> outcome_order_ ABSL_GUARDED_BY(mu_);
   // Every request being handled, by a serial number.
   uint64_t next_request_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<uint64_t, Running> running_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, const RequestLog*> running_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rbln

@@ -5,7 +5,6 @@
 #include <openssl/evp.h>
 #include <pwd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -109,24 +108,15 @@ absl::StatusOr<UnixPeer> ReadUnixPeer(int fd) {
 }
 
 void UnixPeerTable::Add(int fd, UnixPeer peer) {
-  struct stat st {};
-  if (fstat(fd, &st) != 0) return;
   absl::MutexLock lock(&mu_);
-  entries_[fd] = {std::move(peer), st.st_dev, st.st_ino};
+  entries_[fd] = std::move(peer);
 }
 
 std::optional<UnixPeer> UnixPeerTable::Find(int fd) const {
-  // While a call runs, gRPC's transport holds its connection's descriptor
-  // open, so fstat sees that very socket.
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return std::nullopt;
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(fd);
-  if (it == entries_.end() || it->second.dev != st.st_dev ||
-      it->second.ino != st.st_ino) {
-    return std::nullopt;
-  }
-  return it->second.peer;
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
 }
 
 absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text) {

@@ -76,23 +76,24 @@ absl::StatusOr<UnixPeer> ReadUnixPeer(int fd);
 // Connections accepted on the daemon's Unix sockets, by descriptor. gRPC
 // names a connection handed to it by grpc::AddInsecureChannelFromFd
 // "fd:N" (ServerContext::peer()), so a handler finds its caller's
-// credentials here. The socket's inode is kept with them: a descriptor
-// number reused for another connection does not inherit credentials.
+// credentials here.
+//
+// A descriptor number names one connection for as long as a call on it
+// runs: gRPC's transport closes it only once the connection's last call is
+// done. The number can then be reused, and the listener adds every
+// connection it accepts before gRPC sees it, replacing what an earlier
+// connection on that number left; so a reused number inherits nothing, and
+// a lookup needs no system call. (A number reused by a descriptor that is
+// no connection of ours is never named by a call.)
 class UnixPeerTable {
  public:
   void Add(int fd, UnixPeer peer);
-  // The peer of the connection on `fd`, or nullopt when `fd` is no longer
-  // the connection that was added.
+  // The peer of the connection on `fd`, or nullopt when none was added.
   std::optional<UnixPeer> Find(int fd) const;
 
  private:
-  struct Entry {
-    UnixPeer peer;
-    dev_t dev = 0;
-    ino_t ino = 0;
-  };
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<int, Entry> entries_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, UnixPeer> entries_ ABSL_GUARDED_BY(mu_);
 };
 
 // The --tokens file: lines of "NAME SHA256-HEX", '#' comments, blank lines.

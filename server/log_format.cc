@@ -24,7 +24,7 @@ std::atomic<LogFormat> g_format{LogFormat::kText};
 
 // The fields of the LogEvent being written on this thread, for the JSON
 // formatter (which spdlog calls on the logging thread: see the header).
-thread_local const std::vector<LogField>* t_fields = nullptr;
+thread_local const absl::Span<const LogField>* t_fields = nullptr;
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
@@ -84,22 +84,23 @@ class JsonFormatter : public spdlog::formatter {
   }
 };
 
-std::string Logfmt(const std::vector<LogField>& fields) {
+std::string Logfmt(absl::Span<const LogField> fields) {
   std::string line;
+  line.reserve(256);
   for (const LogField& field : fields) {
     absl::StrAppend(&line, line.empty() ? "" : " ", field.key, "=");
     switch (field.kind) {
       case LogField::Kind::kWord:
-        absl::StrAppend(&line, field.text);
+        line.append(field.text.data(), field.text.size());
         break;
       case LogField::Kind::kText:
-        absl::StrAppend(&line, LogValue(field.text, field.max_bytes));
+        line += LogValue(field.text, field.max_bytes);
         break;
       case LogField::Kind::kNumber:
         absl::StrAppend(&line, field.number);
         break;
       case LogField::Kind::kBool:
-        absl::StrAppend(&line, field.boolean ? "true" : "false");
+        line += field.boolean ? "true" : "false";
         break;
     }
   }
@@ -150,48 +151,51 @@ void RouteLibraryLogsToSpdlog() {
   google::protobuf::SetLogHandler(LogProtobufLine);
 }
 
-LogField LogField::Word(std::string key, std::string value) {
+LogField LogField::Word(absl::string_view key, absl::string_view value) {
   LogField field;
-  field.key = std::move(key);
+  field.key = key;
   field.kind = Kind::kWord;
-  field.text = std::move(value);
+  field.text = value;
   return field;
 }
 
-LogField LogField::Text(std::string key, absl::string_view value,
+LogField LogField::Text(absl::string_view key, absl::string_view value,
                         size_t max_bytes) {
   LogField field;
-  field.key = std::move(key);
+  field.key = key;
   field.kind = Kind::kText;
-  field.text = std::string(value);
+  field.text = value;
   field.max_bytes = max_bytes;
   return field;
 }
 
-LogField LogField::Number(std::string key, int64_t value) {
+LogField LogField::Number(absl::string_view key, int64_t value) {
   LogField field;
-  field.key = std::move(key);
+  field.key = key;
   field.kind = Kind::kNumber;
   field.number = value;
   return field;
 }
 
-LogField LogField::Bool(std::string key, bool value) {
+LogField LogField::Bool(absl::string_view key, bool value) {
   LogField field;
-  field.key = std::move(key);
+  field.key = key;
   field.kind = Kind::kBool;
   field.boolean = value;
   return field;
 }
 
 void LogEvent(spdlog::level::level_enum level, absl::string_view message,
-              const std::vector<LogField>& fields) {
+              absl::Span<const LogField> fields) {
+  spdlog::logger* logger = spdlog::default_logger_raw();
+  if (!logger->should_log(level)) return;
   if (g_format.load() == LogFormat::kText) {
-    spdlog::log(level, "{}", Logfmt(fields));
+    const std::string line = Logfmt(fields);
+    logger->log(level, spdlog::string_view_t(line.data(), line.size()));
     return;
   }
   t_fields = &fields;
-  spdlog::log(level, "{}", std::string(message));
+  logger->log(level, spdlog::string_view_t(message.data(), message.size()));
   t_fields = nullptr;
 }
 

@@ -25,6 +25,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/text.h"
 #include "spdlog/spdlog.h"
 
@@ -43,21 +44,22 @@ void SetLogFormat(spdlog::logger& logger, LogFormat format);
 // before other threads start (neither library's setter is thread-safe).
 void RouteLibraryLogsToSpdlog();
 
-// One field of a structured log line.
+// One field of a structured log line. It refers to its key and text, which
+// must outlive the LogEvent that writes it.
 struct LogField {
   enum class Kind { kWord, kText, kNumber, kBool };
 
   // A word of ours (a method or status name): unquoted in logfmt.
-  static LogField Word(std::string key, std::string value);
+  static LogField Word(absl::string_view key, absl::string_view value);
   // Text that may come from outside: quoted and escaped, cut at `max_bytes`.
-  static LogField Text(std::string key, absl::string_view value,
+  static LogField Text(absl::string_view key, absl::string_view value,
                        size_t max_bytes = kMaxStatusMessageBytes);
-  static LogField Number(std::string key, int64_t value);
-  static LogField Bool(std::string key, bool value);
+  static LogField Number(absl::string_view key, int64_t value);
+  static LogField Bool(absl::string_view key, bool value);
 
-  std::string key;
+  absl::string_view key;
   Kind kind = Kind::kWord;
-  std::string text;  // kWord: the word; kText: the text, cut when written
+  absl::string_view text;  // kWord: the word; kText: the text, cut when written
   int64_t number = 0;
   bool boolean = false;
   size_t max_bytes = kMaxStatusMessageBytes;
@@ -66,7 +68,7 @@ struct LogField {
 // Logs `fields` at `level`: as "key=value ..." in text, as keys of the JSON
 // object in json, with `message` as its "message".
 void LogEvent(spdlog::level::level_enum level, absl::string_view message,
-              const std::vector<LogField>& fields);
+              absl::Span<const LogField> fields);
 
 }  // namespace rbln
 

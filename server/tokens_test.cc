@@ -1,5 +1,7 @@
-// The --tokens file and --operators values (auth.h); the end-to-end checks
-// of identities and roles are in tests/auth_test.cc.
+// The --tokens file, --operators values and the table of Unix peers
+// (auth.h); the end-to-end checks of identities and roles are in
+// tests/auth_test.cc.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,24 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Optional;
+
+TEST(UnixPeerTable, ANumberReusedByANewConnectionHasOnlyItsCredentials) {
+  UnixPeerTable table;
+  EXPECT_EQ(table.Find(7), std::nullopt);  // never added: no default
+  table.Add(7, {.uid = 1000, .gid = 1000, .groups = {1000, 50}});
+  table.Add(8, {.uid = 0, .gid = 0, .groups = {}});
+  std::optional<UnixPeer> first = table.Find(7);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->uid, 1000u);
+  EXPECT_THAT(first->groups, ElementsAre(1000u, 50u));
+  // Connection 7 closed and its number went to the next one accepted.
+  table.Add(7, {.uid = 1001, .gid = 1001, .groups = {}});
+  std::optional<UnixPeer> second = table.Find(7);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->uid, 1001u);
+  EXPECT_TRUE(second->groups.empty());
+  EXPECT_EQ(table.Find(8)->uid, 0u);
+}
 
 TEST(PeerMayRead, OwnerGroupOrOthersBitsDecide) {
   const UnixPeer alice{.uid = 1000, .gid = 1000, .groups = {1000, 50}};
