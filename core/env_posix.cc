@@ -746,6 +746,14 @@ class PosixEnv : public Env {
           absl::StrCat(op, " ", path, ": outside the directory ", root_,
                        " that this process is confined to"));
     }
+    // One plain component, as an artifact at the top of a store is: its
+    // parent is the root (no allocation but the leaf's, on every lookup).
+    if (!follow_symlinks_ && !rel.empty() && rel != "." && rel != ".." &&
+        rel.find('/') == absl::string_view::npos) {
+      at.dir = root_fd_.get();
+      at.leaf = std::string(rel);
+      return at;
+    }
     std::vector<absl::string_view> parts;
     for (absl::string_view part : absl::StrSplit(rel, '/', absl::SkipEmpty())) {
       if (part == ".") continue;

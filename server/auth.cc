@@ -311,9 +311,9 @@ absl::StatusOr<Caller> Authenticator::Identify(
     const grpc::ServerContextBase& context) const {
   Caller caller;
   // 1. A certificate gRPC's TLS verified against --tls-client-ca.
-  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (options_.client_certificates && auth != nullptr &&
-      auth->IsPeerAuthenticated()) {
+  std::shared_ptr<const grpc::AuthContext> auth =
+      options_.client_certificates ? context.auth_context() : nullptr;
+  if (auth != nullptr && auth->IsPeerAuthenticated()) {
     std::vector<grpc::string_ref> cn =
         auth->FindPropertyValues(GRPC_X509_CN_PROPERTY_NAME);
     if (!cn.empty() && cn.front().size() > 0) {

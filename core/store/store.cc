@@ -577,8 +577,10 @@ absl::Status ArtifactStore::RemoveDebris() {
 
 absl::StatusOr<std::string> ArtifactStore::CanonicalName(
     absl::string_view name) const {
-  RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
-  return std::move(at.name);
+  // What Locate names it, without the path (every request logs its name).
+  RBLN_ASSIGN_OR_RETURN(RootedName rooted, ResolveArtifactName(name, names_));
+  if (names_[rooted.root].name.empty()) return std::move(rooted.rel);
+  return QualifiedArtifactName(names_[rooted.root], rooted.rel);
 }
 
 std::string ArtifactStore::PathOf(absl::string_view canonical_name) const {
