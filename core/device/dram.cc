@@ -1,5 +1,6 @@
 #include "core/device/dram.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -30,15 +31,19 @@ DeviceEntry EntryFor(const DeviceSpec& spec, absl::string_view name,
 
 class SpecTableProvider : public DramProvider {
  public:
+  SpecTableProvider() {
+    // Every family's source line, written once: Describe asks on every call.
+    for (const char* name : {"RBLN-CA", "RBLN-CR"}) {
+      const DeviceSpec spec = *LookupDeviceSpec(name);
+      sources_[spec.family] = SourceOf(spec);
+    }
+  }
+
   absl::StatusOr<DramChoice> ForNpu(absl::string_view npu) override {
     RBLN_ASSIGN_OR_RETURN(DeviceSpec spec, LookupDeviceSpec(npu));
-    return DramChoice{spec,
-                      absl::StrCat("spec table: ", spec.family, "* has ",
-                                   FormatGib(spec.AvailablePerNode()),
-                                   " available per device (",
-                                   spec.chiplets_per_node, " chiplet(s) of ",
-                                   FormatGib(spec.AvailablePerChiplet()), ")"),
-                      {}};
+    auto it = sources_.find(spec.family);
+    return DramChoice{
+        spec, it != sources_.end() ? it->second : SourceOf(spec), {}};
   }
 
   DeviceReport Report() override {
@@ -50,6 +55,17 @@ class SpecTableProvider : public DramProvider {
     }
     return report;
   }
+
+ private:
+  static std::string SourceOf(const DeviceSpec& spec) {
+    return absl::StrCat("spec table: ", spec.family, "* has ",
+                        FormatGib(spec.AvailablePerNode()),
+                        " available per device (", spec.chiplets_per_node,
+                        " chiplet(s) of ",
+                        FormatGib(spec.AvailablePerChiplet()), ")");
+  }
+
+  absl::flat_hash_map<std::string, std::string> sources_;
 };
 
 class OverrideProvider : public DramProvider {
