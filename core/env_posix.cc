@@ -12,6 +12,7 @@
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -20,13 +21,16 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <memory>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "core/core_metrics.h"
 #include "core/env.h"
 #include "core/status_macros.h"
@@ -328,18 +332,49 @@ class PosixHeldDir : public HeldDir {
   const std::shared_ptr<std::atomic<int>> count_;
 };
 
+// Whether the ext2/3/4 file system on the block device `dev` writes a
+// journal (ext2, and ext4 made without one, share ext4's magic number).
+// jbd2 lists each journal it runs in /proc/fs/jbd2 as "<device>-<inode>";
+// where /sys or /proc cannot tell (a container), the answer is no. Asked
+// once per device.
+bool Ext4HasJournal(dev_t dev) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* known = new absl::flat_hash_map<dev_t, bool>();
+  absl::MutexLock lock(&mu);
+  if (auto it = known->find(dev); it != known->end()) return it->second;
+  bool journal = false;
+  std::ifstream uevent(
+      absl::StrCat("/sys/dev/block/", major(dev), ":", minor(dev), "/uevent"));
+  for (std::string line; std::getline(uevent, line);) {
+    absl::string_view name = line;
+    if (!absl::ConsumePrefix(&name, "DEVNAME=") || name.empty()) continue;
+    if (DIR* jbd2 = opendir("/proc/fs/jbd2"); jbd2 != nullptr) {
+      const std::string prefix = absl::StrCat(name, "-");
+      while (const dirent* entry = readdir(jbd2)) {
+        if (absl::StartsWith(entry->d_name, prefix)) journal = true;
+      }
+      closedir(jbd2);
+    }
+  }
+  (*known)[dev] = journal;
+  return journal;
+}
+
 // Whether the file system of `fd` makes an owner or mode change durable
 // with the next fsync of any inode changed after it. Callers set ownership
 // after the data's fdatasync, and every commit ends with changes to the
-// directories and their fsyncs (docs/commit-protocol.md). ext4 and XFS
-// write one journal in order, so those carry the change (tmpfs keeps
-// nothing anyway). Btrfs logs each fsynced inode alone, and other file
-// systems are not known to: there SetOwnership fsyncs what it changed.
+// directories and their fsyncs (docs/commit-protocol.md). XFS, and ext4
+// with a journal, write one log in order, so those carry the change (tmpfs
+// keeps nothing anyway). Btrfs logs each fsynced inode alone, ext4 without
+// a journal writes only the inode fsynced, and other file systems are not
+// known to: there SetOwnership fsyncs what it changed.
 bool JournalCarriesOwnership(int fd) {
   struct statfs fs {};
   if (fstatfs(fd, &fs) != 0) return false;
-  return fs.f_type == EXT4_SUPER_MAGIC || fs.f_type == XFS_SUPER_MAGIC ||
-         fs.f_type == TMPFS_MAGIC;
+  if (fs.f_type == XFS_SUPER_MAGIC || fs.f_type == TMPFS_MAGIC) return true;
+  struct stat st {};
+  return fs.f_type == EXT4_SUPER_MAGIC && fstat(fd, &st) == 0 &&
+         Ext4HasJournal(st.st_dev);
 }
 
 class PosixEnv : public Env {

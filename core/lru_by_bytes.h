@@ -27,6 +27,9 @@ template <typename Key, typename Value>
 class LruByBytes {
  public:
   explicit LruByBytes(uint64_t max_bytes) : max_bytes_(max_bytes) {}
+  // The index points into the list: a copy would point into this one.
+  LruByBytes(const LruByBytes&) = delete;
+  LruByBytes& operator=(const LruByBytes&) = delete;
 
   // The value held for `key`, or null; valid until the next Insert or Erase.
   Value* Find(const Key& key) {

@@ -133,19 +133,19 @@ void FillRoots(const ArtifactStore& store, std::string* store_root,
 class ArtifactServiceImpl::RequestLog {
  public:
   RequestLog(ArtifactServiceImpl* service, grpc::ServerContextBase* context,
-             absl::string_view method, std::string artifact)
+             absl::string_view method, absl::string_view artifact)
       : service_(service),
         context_(context),
         method_(method),
-        artifact_(std::move(artifact)),
+        // A request may carry megabytes; the log shows 200 bytes of it.
+        artifact_(artifact.substr(0, kMaxEchoBytes + 1)),
         start_(absl::Now()) {
-    // A request may carry megabytes; the log shows 200 bytes of it.
-    if (artifact_.size() > kMaxEchoBytes + 1)
-      artifact_.resize(kMaxEchoBytes + 1);
     absl::MutexLock lock(&service_->mu_);
     id_ = service_->next_request_++;
     service_->running_[id_] = this;
   }
+  RequestLog(const RequestLog&) = delete;
+  RequestLog& operator=(const RequestLog&) = delete;
   ~RequestLog() {
     absl::MutexLock lock(&service_->mu_);
     service_->running_.erase(id_);
@@ -195,7 +195,7 @@ class ArtifactServiceImpl::RequestLog {
   ArtifactServiceImpl* const service_;
   grpc::ServerContextBase* const context_;
   const absl::string_view method_;
-  std::string artifact_;
+  const std::string artifact_;
   const absl::Time start_;
   uint64_t id_ = 0;
   // Once identified; caller=none until then.
