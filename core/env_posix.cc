@@ -25,12 +25,10 @@
 #include <memory>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "core/core_metrics.h"
 #include "core/env.h"
 #include "core/status_macros.h"
@@ -335,29 +333,26 @@ class PosixHeldDir : public HeldDir {
 // Whether the ext2/3/4 file system on the block device `dev` writes a
 // journal (ext2, and ext4 made without one, share ext4's magic number).
 // jbd2 lists each journal it runs in /proc/fs/jbd2 as "<device>-<inode>";
-// where /sys or /proc cannot tell (a container), the answer is no. Asked
-// once per device.
+// where /sys or /proc cannot tell (a container), the answer is no. Not
+// remembered: a loop device may carry another file system tomorrow, and a
+// few reads are nothing next to the fsync they may spare.
 bool Ext4HasJournal(dev_t dev) {
-  static absl::Mutex mu(absl::kConstInit);
-  static auto* known = new absl::flat_hash_map<dev_t, bool>();
-  absl::MutexLock lock(&mu);
-  if (auto it = known->find(dev); it != known->end()) return it->second;
-  bool journal = false;
   std::ifstream uevent(
       absl::StrCat("/sys/dev/block/", major(dev), ":", minor(dev), "/uevent"));
   for (std::string line; std::getline(uevent, line);) {
     absl::string_view name = line;
     if (!absl::ConsumePrefix(&name, "DEVNAME=") || name.empty()) continue;
-    if (DIR* jbd2 = opendir("/proc/fs/jbd2"); jbd2 != nullptr) {
-      const std::string prefix = absl::StrCat(name, "-");
-      while (const dirent* entry = readdir(jbd2)) {
-        if (absl::StartsWith(entry->d_name, prefix)) journal = true;
-      }
-      closedir(jbd2);
+    DIR* jbd2 = opendir("/proc/fs/jbd2");
+    if (jbd2 == nullptr) return false;
+    const std::string prefix = absl::StrCat(name, "-");
+    bool journal = false;
+    while (const dirent* entry = readdir(jbd2)) {
+      if (absl::StartsWith(entry->d_name, prefix)) journal = true;
     }
+    closedir(jbd2);
+    return journal;
   }
-  (*known)[dev] = journal;
-  return journal;
+  return false;
 }
 
 // Whether the file system of `fd` makes an owner or mode change durable

@@ -17,6 +17,9 @@ namespace {
 // forgotten ("16"), not a device.
 constexpr uint64_t kMinBareDramBytes = uint64_t{1} << 30;
 
+// The families of the spec table (core/device/device_spec.h).
+constexpr const char* kSpecFamilies[] = {"RBLN-CA", "RBLN-CR"};
+
 DeviceEntry EntryFor(const DeviceSpec& spec, absl::string_view name,
                      absl::string_view source) {
   DeviceEntry entry;
@@ -33,7 +36,7 @@ class SpecTableProvider : public DramProvider {
  public:
   SpecTableProvider() {
     // Every family's source line, written once: Describe asks on every call.
-    for (const char* name : {"RBLN-CA", "RBLN-CR"}) {
+    for (const char* name : kSpecFamilies) {
       const DeviceSpec spec = *LookupDeviceSpec(name);
       sources_[spec.family] = SourceOf(spec);
     }
@@ -49,7 +52,7 @@ class SpecTableProvider : public DramProvider {
   DeviceReport Report() override {
     DeviceReport report;
     report.source = "spec table (no device probe)";
-    for (const char* name : {"RBLN-CA", "RBLN-CR"}) {
+    for (const char* name : kSpecFamilies) {
       report.devices.push_back(
           EntryFor(*LookupDeviceSpec(name), absl::StrCat(name, "*"), "spec"));
     }
