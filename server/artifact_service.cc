@@ -126,10 +126,11 @@ void FillRoots(const ArtifactStore& store, std::string* store_root,
 
 }  // namespace
 
-// One log line per request (logfmt, or JSON: server/log_format.h), written when
-// the handler returns; while it runs, the request is listed in running_ (for
-// the log of a forced exit). Finish also marks the reply as the handler's own
-// (MarkedReply). `method` is a literal: only its view is kept.
+// One log line per request (logfmt, or JSON: server/log_format.h), logged when
+// the handler returns (server/log_sink.h: when it is written); while it runs,
+// the request is listed in running_ (for the log of a forced exit). Finish also
+// marks the reply as the handler's own (MarkedReply). `method` is a literal:
+// only its view is kept.
 class ArtifactServiceImpl::RequestLog {
  public:
   RequestLog(ArtifactServiceImpl* service, grpc::ServerContextBase* context,
@@ -161,6 +162,7 @@ class ArtifactServiceImpl::RequestLog {
     counts_ = {LogField::Number("previous", static_cast<int64_t>(previous)),
                LogField::Number("new", static_cast<int64_t>(next)),
                LogField::Bool("written", written)};
+    wrote_ = written;
   }
 
   void SetCaller(const Caller& caller) {
@@ -188,6 +190,9 @@ class ArtifactServiceImpl::RequestLog {
     }
     LogEvent(status.ok() ? spdlog::level::info : spdlog::level::warn,
              absl::StrCat(method_, " ", outcome), fields);
+    // A change is on record before its reply; a read's line may follow its
+    // reply by the sink's linger (server/log_sink.h).
+    if (wrote_) spdlog::default_logger_raw()->flush();
     return MarkedReply(context_, ToGrpc(status));
   }
 
@@ -202,6 +207,7 @@ class ArtifactServiceImpl::RequestLog {
   std::optional<std::string> caller_identity_;
   absl::string_view caller_role_;
   std::vector<LogField> counts_;
+  bool wrote_ = false;
 };
 
 std::string ArtifactServiceImpl::LogName(const std::string& requested) const {

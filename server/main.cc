@@ -57,11 +57,11 @@
 #include "server/artifact_service.h"
 #include "server/auth.h"
 #include "server/log_format.h"
+#include "server/log_sink.h"
 #include "server/metrics_http.h"
 #include "server/request_metrics.h"
 #include "server/tls_files.h"
 #include "server/unix_listener.h"
-#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -756,8 +756,10 @@ int main(int argc, char** argv) {
   if (!log_format.ok()) {
     return bad_value("--log-format", log_format.status().message());
   }
-  // Logs go to stderr (the journal, under systemd); stdout stays quiet.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("rbln-artifactd"));
+  // Logs go to stderr (the journal, under systemd) in batches
+  // (server/log_sink.h); stdout stays quiet.
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+      "rbln-artifactd", std::make_shared<rbln::BatchingLogSink>()));
   spdlog::set_level(level);
   rbln::SetLogFormat(*spdlog::default_logger(), *log_format);
   rbln::RouteLibraryLogsToSpdlog();
@@ -1188,5 +1190,6 @@ int main(int argc, char** argv) {
   // left to use it (server->Wait() has returned).
   store->reset();
   spdlog::info("rbln-artifactd stopped");
+  spdlog::default_logger()->flush();
   return 0;
 }

@@ -1,0 +1,164 @@
+#include "server/log_sink.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "spdlog/spdlog.h"
+
+namespace rbln {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+// A file the sink writes to, read back whole.
+class LogFile {
+ public:
+  LogFile() : file_(tmpfile()) {}
+  ~LogFile() { fclose(file_); }
+  int fd() const { return fileno(file_); }
+  std::vector<std::string> Lines() const {
+    std::string text;
+    char buffer[4096];
+    for (off_t at = 0;;) {
+      const ssize_t n = pread(fd(), buffer, sizeof(buffer), at);
+      if (n <= 0) break;
+      text.append(buffer, static_cast<size_t>(n));
+      at += n;
+    }
+    std::vector<std::string> lines = absl::StrSplit(text, '\n');
+    lines.pop_back();  // after the last newline
+    return lines;
+  }
+
+ private:
+  FILE* file_;
+};
+
+// A logger over a sink that never writes on its own within a test.
+struct Logged {
+  explicit Logged(int fd, size_t max_batch_bytes = size_t{64} << 10)
+      : sink(std::make_shared<BatchingLogSink>(
+            BatchingLogSink::Options{.fd = fd,
+                                     .linger = absl::Hours(1),
+                                     .max_batch_bytes = max_batch_bytes})),
+        logger("test", sink) {
+    logger.set_pattern("%l %v");
+  }
+  std::shared_ptr<BatchingLogSink> sink;
+  spdlog::logger logger;
+};
+
+TEST(BatchingLogSinkTest, InfoLinesWaitAndAWarningWritesThemFirst) {
+  LogFile file;
+  Logged logged(file.fd());
+  logged.logger.info("one");
+  logged.logger.info("two");
+  EXPECT_THAT(file.Lines(), IsEmpty());
+  logged.logger.warn("three");
+  EXPECT_THAT(file.Lines(),
+              ElementsAre("info one", "info two", "warning three"));
+}
+
+TEST(BatchingLogSinkTest, FlushWritesWhatWaits) {
+  LogFile file;
+  Logged logged(file.fd());
+  logged.logger.info("one");
+  logged.logger.flush();
+  EXPECT_THAT(file.Lines(), ElementsAre("info one"));
+  logged.logger.flush();  // nothing more
+  EXPECT_THAT(file.Lines(), ElementsAre("info one"));
+}
+
+TEST(BatchingLogSinkTest, DestructionWritesWhatWaits) {
+  LogFile file;
+  {
+    Logged logged(file.fd());
+    logged.logger.info("last words");
+    EXPECT_THAT(file.Lines(), IsEmpty());
+  }
+  EXPECT_THAT(file.Lines(), ElementsAre("info last words"));
+}
+
+TEST(BatchingLogSinkTest, AFullBatchIsWrittenAtOnce) {
+  LogFile file;
+  Logged logged(file.fd(), /*max_batch_bytes=*/32);
+  logged.logger.info("0123456789");  // 16 bytes with "info " and newline
+  EXPECT_THAT(file.Lines(), IsEmpty());
+  logged.logger.info("abcdefghij");
+  EXPECT_THAT(file.Lines(), ElementsAre("info 0123456789", "info abcdefghij"));
+}
+
+TEST(BatchingLogSinkTest, TheBackgroundThreadWritesAfterTheLinger) {
+  LogFile file;
+  auto sink = std::make_shared<BatchingLogSink>(BatchingLogSink::Options{
+      .fd = file.fd(), .linger = absl::Milliseconds(1)});
+  spdlog::logger logger("test", sink);
+  logger.set_pattern("%v");
+  logger.info("soon");
+  // No flush: only the background thread can write it.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (file.Lines().empty() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_THAT(file.Lines(), ElementsAre("soon"));
+}
+
+TEST(BatchingLogSinkTest, ConcurrentLinesAreWholeOnceAndInEachThreadsOrder) {
+  constexpr int kThreads = 4;
+  constexpr int kLines = 2000;
+  LogFile file;
+  {
+    auto sink = std::make_shared<BatchingLogSink>(
+        BatchingLogSink::Options{.fd = file.fd(),
+                                 .linger = absl::Microseconds(50),
+                                 .max_batch_bytes = 1024});
+    spdlog::logger logger("test", sink);
+    logger.set_pattern("%v");
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&logger, t] {
+        for (int i = 0; i < kLines; ++i) {
+          logger.log(i % 100 == 99 ? spdlog::level::warn : spdlog::level::info,
+                     "thread {} line {}", t, i);
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+  std::vector<int> next(kThreads, 0);
+  for (const std::string& line : file.Lines()) {
+    int t = -1;
+    int i = -1;
+    ASSERT_EQ(sscanf(line.c_str(), "thread %d line %d", &t, &i), 2) << line;
+    ASSERT_EQ(line, absl::StrCat("thread ", t, " line ", i));
+    ASSERT_GE(t, 0);
+    ASSERT_LT(t, kThreads);
+    EXPECT_EQ(i, next[t]) << line;
+    next[t] = i + 1;
+  }
+  EXPECT_THAT(next, ElementsAre(kLines, kLines, kLines, kLines));
+}
+
+TEST(BatchingLogSinkTest, TakesTheLoggersFormatter) {
+  LogFile file;
+  Logged logged(file.fd());
+  logged.logger.set_pattern("[%n] %v!");
+  logged.logger.info("shaped");
+  logged.logger.flush();
+  EXPECT_THAT(file.Lines(), ElementsAre("[test] shaped!"));
+}
+
+}  // namespace
+}  // namespace rbln
