@@ -70,12 +70,13 @@ void BatchingLogSink::set_formatter(
 
 void BatchingLogSink::WriteWaiting() {
   absl::MutexLock writing(&writers_);
-  std::string batch;
+  // The two buffers trade places, so that neither is allocated again.
+  writing_.clear();
   {
     absl::MutexLock lock(&mu_);
-    batch.swap(waiting_);
+    writing_.swap(waiting_);
   }
-  WriteAll(options_.fd, batch);
+  WriteAll(options_.fd, writing_);
 }
 
 void BatchingLogSink::Run() {

@@ -10,13 +10,14 @@
 //   * every line before flush() returns (the request log flushes after a
 //     request that changed an artifact, so that its line is out before the
 //     reply; server/artifact_service.cc);
-//   * any other line by a background thread, at most `linger` after it was
-//     logged, together with the lines logged in the meantime; at once when
-//     `max_batch_bytes` are waiting;
+//   * any other line by a background thread, about `linger` after it was
+//     logged (later while an earlier batch is still being written, or on a
+//     machine too busy to run the thread), together with the lines logged
+//     in the meantime; at once when `max_batch_bytes` are waiting;
 //   * what is left when the sink is destroyed.
 // Lines are written whole and in the order they were logged. A process that
-// is killed (SIGKILL, a crash) loses at most the last `linger` of lines below
-// `write_through`.
+// is killed (SIGKILL, a crash) loses the lines below `write_through` that
+// were still waiting: about the last `linger` of them.
 //
 // A failed write is dropped, as spdlog's own stderr sinks do: logging never
 // stops the daemon. Thread-safe.
@@ -67,6 +68,7 @@ class BatchingLogSink final : public spdlog::sinks::sink {
 
   const Options options_;
   absl::Mutex writers_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::string writing_ ABSL_GUARDED_BY(writers_);
   absl::Mutex mu_;
   std::unique_ptr<spdlog::formatter> formatter_ ABSL_GUARDED_BY(mu_);
   std::string waiting_ ABSL_GUARDED_BY(mu_);

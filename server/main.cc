@@ -129,6 +129,11 @@ std::optional<std::string> ChownUnixSockets(
 }
 
 int Fail(int code, const std::string& message) {
+  // Lines logged before it go out first (server/log_sink.h batches them).
+  if (spdlog::logger* logger = spdlog::default_logger_raw();
+      logger != nullptr) {
+    logger->flush();
+  }
   fprintf(stderr, "%s: %s\n", kProgramName, message.c_str());
   return code;
 }
@@ -470,6 +475,17 @@ int main(int argc, char** argv) {
                  "level, message, and a request's fields as keys of their "
                  "own), for log shippers")
       ->capture_default_str();
+  double log_linger_ms =
+      absl::ToDoubleMilliseconds(rbln::BatchingLogSink::Options().linger);
+  app.add_option("--log-linger-ms", log_linger_ms,
+                 "How long an informational log line (a read's request "
+                 "line) may wait to be written together with the lines "
+                 "that follow it, so that a busy daemon makes one write for "
+                 "many requests; a change's line and every warning are "
+                 "written before the reply whatever this is. 0: every line "
+                 "at once")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->capture_default_str();
   app.add_option("--max-concurrent-writes", max_writes,
                  "Writes running at once; more are refused with UNAVAILABLE")
       ->check(CLI::Range(1, 64))
@@ -758,8 +774,11 @@ int main(int argc, char** argv) {
   }
   // Logs go to stderr (the journal, under systemd) in batches
   // (server/log_sink.h); stdout stays quiet.
+  rbln::BatchingLogSink::Options log_options;
+  log_options.linger = absl::Milliseconds(log_linger_ms);
+  if (log_linger_ms == 0) log_options.write_through = spdlog::level::trace;
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
-      "rbln-artifactd", std::make_shared<rbln::BatchingLogSink>()));
+      "rbln-artifactd", std::make_shared<rbln::BatchingLogSink>(log_options)));
   spdlog::set_level(level);
   rbln::SetLogFormat(*spdlog::default_logger(), *log_format);
   rbln::RouteLibraryLogsToSpdlog();
@@ -1074,6 +1093,8 @@ int main(int argc, char** argv) {
       operators.empty() ? "no others" : absl::StrJoin(operators, ","));
   // Type=notify (deploy/rbln-artifactd.service): the unit is started once
   // every listener accepts. Without $NOTIFY_SOCKET this does nothing.
+  // Ready means serving, with the start-up lines out.
+  spdlog::default_logger()->flush();
   sd_notify(0, "READY=1");
 
   // Shutdown (docs/security.md): at the signal no new calls are taken; the

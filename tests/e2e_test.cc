@@ -51,6 +51,7 @@ using ::rbln::testing::BinaryPath;
 using ::rbln::testing::HashTree;
 using ::rbln::testing::ReadFileOrDie;
 using ::rbln::testing::TempDir;
+using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
 using ::rbln::e2e::CountOnDisk;
@@ -1057,6 +1058,60 @@ TEST_F(E2eConcurrencyTest, ManyClientProcessesWithDefaultWriteLimit) {
 
 TEST_F(E2eConcurrencyTest, ManyClientProcessesWithRoomForEveryWrite) {
   RunMix({"--max-concurrent-writes", "64"}, /*strict=*/true);
+}
+
+// --- The request log's timing (server/log_sink.h). ---
+
+// How many lines of the daemon's log name `method`.
+int LinesOf(const Daemon& daemon, absl::string_view method) {
+  int count = 0;
+  for (absl::string_view line :
+       absl::StrSplit(ReadIfExists(daemon.stderr_path), '\n')) {
+    if (absl::StrContains(line, absl::StrCat("method=", method, " "))) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+// With a minute of linger, a read's line waits; a change's line is out
+// before its reply, with the lines that waited before it; a stop writes
+// the rest.
+TEST(E2eLogTest, AChangesLineIsOutBeforeItsReplyAReadsWaitsForTheStop) {
+  TempDir root;
+  const std::string store = root.Join("store");
+  std::filesystem::create_directory(store);
+  ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", root.Join("store/tiny")));
+  const std::string address = absl::StrCat("unix:", root.Join("d.sock"));
+  Daemon daemon;
+  ASSERT_NO_FATAL_FAILURE(
+      StartDaemonWithFlags(root.path(), address,
+                           {"--store", store, "--listen", address, "--rbln-smi",
+                            "none", "--log-linger-ms", "60000"},
+                           &daemon));
+  const auto cli = [&](const std::string& args) {
+    Outcome o = RunClient(address, args, store, root.Join("cli.err"));
+    EXPECT_EQ(o.code, 0) << o;
+  };
+
+  cli("--get-kvcache-num-blocks --model-id tiny");
+  EXPECT_EQ(LinesOf(daemon, "GetKvcacheNumBlocks"), 0) << daemon.Logs();
+  cli("--set-kvcache-num-blocks 10 --model-id tiny");
+  EXPECT_EQ(LinesOf(daemon, "SetKvcacheNumBlocks"), 1) << daemon.Logs();
+  EXPECT_THAT(ReadIfExists(daemon.stderr_path),
+              ContainsRegex("method=GetKvcacheNumBlocks artifact=\"tiny\""
+                            "[^\n]* outcome=OK (.|\n)*"
+                            "method=SetKvcacheNumBlocks artifact=\"tiny\""
+                            "[^\n]* new=10 written=true"));
+  // A dry run changes nothing: its line waits too.
+  cli("--set-kvcache-num-blocks 12 --model-id tiny --dry-run");
+  cli("--get-kvcache-num-blocks --model-id tiny");
+  EXPECT_EQ(LinesOf(daemon, "GetKvcacheNumBlocks"), 1) << daemon.Logs();
+  EXPECT_EQ(LinesOf(daemon, "SetKvcacheNumBlocks"), 1) << daemon.Logs();
+
+  StopDaemon(&daemon);
+  EXPECT_EQ(LinesOf(daemon, "GetKvcacheNumBlocks"), 2) << daemon.Logs();
+  EXPECT_EQ(LinesOf(daemon, "SetKvcacheNumBlocks"), 2) << daemon.Logs();
 }
 
 }  // namespace
