@@ -711,6 +711,7 @@ class PosixEnv : public Env {
   static absl::Status StatNamesIn(int fd, const std::string& dir,
                                   absl::Span<const std::string> names,
                                   DirStats* stats) {
+    stats->entries.reserve(stats->entries.size() + names.size());
     for (const std::string& name : names) {
       if (name.empty() || name == "." || name == ".." ||
           name.find('/') != std::string::npos) {
