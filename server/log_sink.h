@@ -1,8 +1,8 @@
 // BatchingLogSink: the daemon's spdlog sink. It writes formatted lines to a
 // file descriptor (stderr: the journal, under systemd) in batches, so that a
 // busy daemon makes one write(2) for the lines of many requests instead of
-// one each (docs/performance.md, row 5: a system call costs microseconds on
-// a virtual machine, as much as a third of a cached Get).
+// one each (docs/performance.md, row 5: on a virtual machine a system call
+// costs microseconds, and a cached Get makes only a few besides gRPC's).
 //
 // When a line is written:
 //   * a line at `write_through` (warn) or above, and every line before it,
