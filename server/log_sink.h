@@ -10,14 +10,14 @@
 //   * every line before flush() returns (the request log flushes after a
 //     request that changed an artifact, so that its line is out before the
 //     reply; server/artifact_service.cc);
-//   * any other line by a background thread, about `linger` after it was
+//   * any other line by a background thread, within `linger` after it was
 //     logged (later while an earlier batch is still being written, or on a
 //     machine too busy to run the thread), together with the lines logged
 //     in the meantime; at once when `max_batch_bytes` are waiting;
 //   * what is left when the sink is destroyed.
 // Lines are written whole and in the order they were logged. A process that
 // is killed (SIGKILL, a crash) loses the lines below `write_through` that
-// were still waiting: about the last `linger` of them.
+// were still waiting: at most about the last `linger` of them.
 //
 // A failed write is dropped, as spdlog's own stderr sinks do: logging never
 // stops the daemon. Thread-safe.

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -614,6 +615,18 @@ int main(int argc, char** argv) {
                                  config_file, flag.substr(2),
                                  absl::StrCat(flag.substr(2), ": ", message)));
   };
+  // The range checks pass NaN ("nan" parses as a number, and compares with
+  // nothing): a time must be finite.
+  for (const auto& [flag, value] :
+       {std::pair<const char*, double>{"--probe-timeout-seconds",
+                                       probe_timeout_s},
+        {"--shutdown-grace-seconds", shutdown_grace_s},
+        {"--old-version-grace-seconds", old_version_grace_s},
+        {"--log-linger-ms", log_linger_ms}}) {
+    if (!std::isfinite(value)) {
+      return bad_value(flag, "needs a finite number, got NaN");
+    }
+  }
   const int listen_value_code =
       rbln::GivenOnCommandLine(args, "--listen") || config_file.empty()
           ? kExitUsage

@@ -152,6 +152,30 @@ TEST_F(StartupTest, BadOldVersionGraceIsRefused) {
   }
 }
 
+// "nan" parses as a number and passes a range check; a time must be finite.
+TEST_F(StartupTest, NanTimesAreRefused) {
+  for (const char* flag :
+       {"--probe-timeout-seconds", "--shutdown-grace-seconds",
+        "--old-version-grace-seconds", "--log-linger-ms"}) {
+    Outcome o = RunDaemon(absl::StrCat(
+        "--listen ", ShellQuote(UnixAddress("d.sock")), " ", flag, " nan"));
+    EXPECT_EQ(o.code, kExUsage) << o;
+    EXPECT_THAT(o.err, HasSubstr(absl::StrCat("rbln-artifactd: ", flag,
+                                              ": needs a finite number, got "
+                                              "NaN")));
+  }
+  for (const char* value : {"-1", "60001", "soon"}) {
+    Outcome o =
+        RunDaemon(absl::StrCat("--listen ", ShellQuote(UnixAddress("d.sock")),
+                               " --log-linger-ms ", value));
+    EXPECT_EQ(o.code, kExUsage) << o;
+    EXPECT_THAT(o.err, HasSubstr(absl::StrCat(
+                           "rbln-artifactd: --log-linger-ms needs a number "
+                           "from 0 to 60000, got '",
+                           value, "'")));
+  }
+}
+
 TEST_F(StartupTest, HelpDocumentsTheExitCodes) {
   Outcome o = Run("rbln-artifactd", "--help");
   EXPECT_EQ(o.code, 0) << o;
