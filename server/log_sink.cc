@@ -51,6 +51,7 @@ void BatchingLogSink::log(const spdlog::details::log_msg& msg) {
     formatter_->format(msg, line);
     waiting_.append(line.data(), line.size());
     now = msg.level >= options_.write_through ||
+          options_.linger <= absl::ZeroDuration() ||
           waiting_.size() >= options_.max_batch_bytes;
   }
   if (now) WriteWaiting();

@@ -42,7 +42,8 @@ class BatchingLogSink final : public spdlog::sinks::sink {
   struct Options {
     int fd = 2;  // not owned
     // Short enough not to be seen by a person reading the journal, long
-    // enough for tens of requests' lines at full load.
+    // enough for tens of requests' lines at full load. Zero: every line is
+    // written before log() returns.
     absl::Duration linger = absl::Milliseconds(1);
     // Written at once beyond this: a write of a few pipe buffers.
     size_t max_batch_bytes = size_t{64} << 10;

@@ -151,6 +151,16 @@ TEST(BatchingLogSinkTest, ConcurrentLinesAreWholeOnceAndInEachThreadsOrder) {
   EXPECT_THAT(next, ElementsAre(kLines, kLines, kLines, kLines));
 }
 
+TEST(BatchingLogSinkTest, NoLingerWritesEveryLineAtOnce) {
+  LogFile file;
+  auto sink = std::make_shared<BatchingLogSink>(BatchingLogSink::Options{
+      .fd = file.fd(), .linger = absl::ZeroDuration()});
+  spdlog::logger logger("test", sink);
+  logger.set_pattern("%v");
+  logger.info("now");
+  EXPECT_THAT(file.Lines(), ElementsAre("now"));
+}
+
 TEST(BatchingLogSinkTest, TakesTheLoggersFormatter) {
   LogFile file;
   Logged logged(file.fd());

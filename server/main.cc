@@ -789,7 +789,6 @@ int main(int argc, char** argv) {
   // (server/log_sink.h); stdout stays quiet.
   rbln::BatchingLogSink::Options log_options;
   log_options.linger = absl::Milliseconds(log_linger_ms);
-  if (log_linger_ms == 0) log_options.write_through = spdlog::level::trace;
   spdlog::set_default_logger(std::make_shared<spdlog::logger>(
       "rbln-artifactd", std::make_shared<rbln::BatchingLogSink>(log_options)));
   spdlog::set_level(level);

@@ -79,6 +79,21 @@ class StartupTest : public ::testing::Test {
                             " ", args));
   }
 
+  // Each of `values` for `flag` is a usage error naming the flag's `range`
+  // ("from 0 to 86400").
+  void ExpectOutOfRange(const std::string& flag, const std::string& range,
+                        std::initializer_list<const char*> values) {
+    for (const char* value : values) {
+      Outcome o =
+          RunDaemon(absl::StrCat("--listen ", ShellQuote(UnixAddress("d.sock")),
+                                 " ", flag, " ", value));
+      EXPECT_EQ(o.code, kExUsage) << o;
+      EXPECT_THAT(o.err, HasSubstr(absl::StrCat("rbln-artifactd: ", flag,
+                                                " needs a number ", range,
+                                                ", got '", value, "'")));
+    }
+  }
+
   std::string UnixAddress(const std::string& name) const {
     return absl::StrCat("unix:", root_.Join(name));
   }
@@ -140,16 +155,8 @@ TEST_F(StartupTest, DeviceDramWithoutAUnitIsRefused) {
 }
 
 TEST_F(StartupTest, BadOldVersionGraceIsRefused) {
-  for (const char* value : {"-1", "soon", "30s", "1e9"}) {
-    Outcome o =
-        RunDaemon(absl::StrCat("--listen ", ShellQuote(UnixAddress("d.sock")),
-                               " --old-version-grace-seconds ", value));
-    EXPECT_EQ(o.code, kExUsage) << o;
-    EXPECT_THAT(o.err, HasSubstr(absl::StrCat(
-                           "rbln-artifactd: --old-version-grace-seconds needs "
-                           "a number from 0 to 86400, got '",
-                           value, "'")));
-  }
+  ExpectOutOfRange("--old-version-grace-seconds", "from 0 to 86400",
+                   {"-1", "soon", "30s", "1e9"});
 }
 
 // "nan" parses as a number and passes a range check; a time must be finite.
@@ -164,16 +171,8 @@ TEST_F(StartupTest, NanTimesAreRefused) {
                                               ": needs a finite number, got "
                                               "NaN")));
   }
-  for (const char* value : {"-1", "60001", "soon"}) {
-    Outcome o =
-        RunDaemon(absl::StrCat("--listen ", ShellQuote(UnixAddress("d.sock")),
-                               " --log-linger-ms ", value));
-    EXPECT_EQ(o.code, kExUsage) << o;
-    EXPECT_THAT(o.err, HasSubstr(absl::StrCat(
-                           "rbln-artifactd: --log-linger-ms needs a number "
-                           "from 0 to 60000, got '",
-                           value, "'")));
-  }
+  ExpectOutOfRange("--log-linger-ms", "from 0 to 60000",
+                   {"-1", "60001", "soon"});
 }
 
 TEST_F(StartupTest, HelpDocumentsTheExitCodes) {
