@@ -224,10 +224,7 @@ ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
       dram_(dram),
       auth_(auth),
       max_concurrent_writes_(max_concurrent_writes),
-      facts_(std::move(facts)) {
-  SetMessageAllocatorFor_GetKvcacheNumBlocks(&get_messages_);
-  SetMessageAllocatorFor_DescribeArtifact(&describe_messages_);
-}
+      facts_(std::move(facts)) {}
 
 absl::StatusOr<Caller> ArtifactServiceImpl::Authorize(
     grpc::ServerContextBase* context, RequestLog& log, bool writes,

@@ -30,7 +30,6 @@
 #include "core/store/store.h"
 #include "core/thread_pool.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
-#include "server/arena_messages.h"
 #include "server/auth.h"
 
 namespace rbln {
@@ -188,14 +187,6 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   const int max_concurrent_writes_;
   const ServerFacts facts_;
   std::atomic<bool> stopping_{false};
-  // The callback methods' requests and replies; before readers_, whose
-  // threads may end a call (and release its messages) as it stops.
-  ArenaMessageAllocator<v1::GetKvcacheNumBlocksRequest,
-                        v1::GetKvcacheNumBlocksResponse>
-      get_messages_;
-  ArenaMessageAllocator<v1::DescribeArtifactRequest,
-                        v1::DescribeArtifactResponse>
-      describe_messages_;
   // Reads that could not be answered from the cache (ServeRead).
   ThreadPool readers_{kReaderThreads};
   // Describe's memory plans, made once per artifact read and device.

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <utility>
 
 #include "spdlog/pattern_formatter.h"
@@ -23,24 +22,11 @@ void WriteAll(int fd, const std::string& text) {
   }
 }
 
-// Ids of formatters, unique in the process (0: none).
-std::atomic<uint64_t> g_next_formatter_id{1};
-
-// One thread's formatter and the buffer it formats into (kept, so that a
-// line costs no allocation).
-struct ThreadFormatting {
-  uint64_t id = 0;
-  std::unique_ptr<spdlog::formatter> formatter;
-  spdlog::memory_buf_t line;
-};
-thread_local ThreadFormatting t_formatting;
-
 }  // namespace
 
 BatchingLogSink::BatchingLogSink(Options options)
     : options_(options),
       formatter_(std::make_unique<spdlog::pattern_formatter>()),
-      formatter_id_(g_next_formatter_id.fetch_add(1)),
       thread_([this] { Run(); }) {}
 
 BatchingLogSink::~BatchingLogSink() {
@@ -56,25 +42,13 @@ BatchingLogSink::~BatchingLogSink() {
   WriteWaiting();
 }
 
-spdlog::formatter& BatchingLogSink::ThreadFormatter() {
-  // spdlog's formatters keep state (the cached time): one per thread.
-  ThreadFormatting& mine = t_formatting;
-  if (mine.id != formatter_id_.load(std::memory_order_acquire)) {
-    absl::MutexLock lock(&mu_);
-    mine.formatter = formatter_->clone();
-    mine.id = formatter_id_.load(std::memory_order_relaxed);
-  }
-  return *mine.formatter;
-}
-
 void BatchingLogSink::log(const spdlog::details::log_msg& msg) {
-  spdlog::formatter& formatter = ThreadFormatter();
-  spdlog::memory_buf_t& line = t_formatting.line;
-  line.clear();
-  formatter.format(msg, line);
   bool now = false;
   {
     absl::MutexLock lock(&mu_);
+    // spdlog's formatters keep state (the cached time): one at a time.
+    spdlog::memory_buf_t line;
+    formatter_->format(msg, line);
     waiting_.append(line.data(), line.size());
     now = msg.level >= options_.write_through ||
           options_.linger <= absl::ZeroDuration() ||
@@ -93,8 +67,6 @@ void BatchingLogSink::set_formatter(
     std::unique_ptr<spdlog::formatter> formatter) {
   absl::MutexLock lock(&mu_);
   formatter_ = std::move(formatter);
-  formatter_id_.store(g_next_formatter_id.fetch_add(1),
-                      std::memory_order_release);
 }
 
 void BatchingLogSink::WriteWaiting() {

@@ -20,15 +20,11 @@
 // were still waiting: at most about the last `linger` of them.
 //
 // A failed write is dropped, as spdlog's own stderr sinks do: logging never
-// stops the daemon. Thread-safe: each thread formats its lines with a
-// formatter of its own (a clone of the sink's), so that the sink's lock is
-// held only to append a finished line.
+// stops the daemon. Thread-safe.
 #ifndef RBLN_SERVER_LOG_SINK_H_
 #define RBLN_SERVER_LOG_SINK_H_
 
-#include <atomic>
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -70,18 +66,12 @@ class BatchingLogSink final : public spdlog::sinks::sink {
   // Takes what is waiting and writes it; writers_ keeps batches in order.
   void WriteWaiting() ABSL_LOCKS_EXCLUDED(mu_, writers_);
   void Run();
-  // The calling thread's clone of formatter_, made again when the sink or
-  // its formatter is not the one it was cloned from.
-  spdlog::formatter& ThreadFormatter() ABSL_LOCKS_EXCLUDED(mu_);
 
   const Options options_;
   absl::Mutex writers_ ABSL_ACQUIRED_BEFORE(mu_);
   std::string writing_ ABSL_GUARDED_BY(writers_);
   absl::Mutex mu_;
   std::unique_ptr<spdlog::formatter> formatter_ ABSL_GUARDED_BY(mu_);
-  // Names formatter_ among every formatter of every sink of the process:
-  // a thread's clone is current while its id is this one.
-  std::atomic<uint64_t> formatter_id_{0};
   std::string waiting_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Ends a linger early, at destruction; a lock of its own, so that loggers

@@ -170,5 +170,49 @@ TEST(BatchingLogSinkTest, TakesTheLoggersFormatter) {
   EXPECT_THAT(file.Lines(), ElementsAre("[test] shaped!"));
 }
 
+// The sink's formatter is the logger's: a new pattern reaches a thread that
+// has logged before, and lines logged by other threads.
+TEST(BatchingLogSinkTest, ANewPatternReachesEveryThread) {
+  LogFile file;
+  Logged logged(file.fd());
+  logged.logger.info("before");
+  std::thread([&] { logged.logger.info("other before"); }).join();
+  logged.logger.set_pattern("<%v>");
+  logged.logger.info("after");
+  std::thread([&] { logged.logger.info("other after"); }).join();
+  logged.logger.flush();
+  EXPECT_THAT(file.Lines(), ElementsAre("info before", "info other before",
+                                        "<after>", "<other after>"));
+}
+
+TEST(BatchingLogSinkTest, TwoSinksOnOneThreadKeepTheirPatterns) {
+  LogFile first_file;
+  LogFile second_file;
+  Logged first(first_file.fd());
+  Logged second(second_file.fd());
+  second.logger.set_pattern("2:%v");
+  for (int i = 0; i < 3; ++i) {
+    first.logger.info("a{}", i);
+    second.logger.info("b{}", i);
+  }
+  first.logger.flush();
+  second.logger.flush();
+  EXPECT_THAT(first_file.Lines(), ElementsAre("info a0", "info a1", "info a2"));
+  EXPECT_THAT(second_file.Lines(), ElementsAre("2:b0", "2:b1", "2:b2"));
+}
+
+// A line longer than spdlog's inline buffer is written whole, and so is the
+// short one after it.
+TEST(BatchingLogSinkTest, ALongLineThenAShortOne) {
+  LogFile file;
+  Logged logged(file.fd(), /*max_batch_bytes=*/size_t{1} << 20);
+  const std::string long_text(200 << 10, 'x');
+  logged.logger.info("{}", long_text);
+  logged.logger.info("short");
+  logged.logger.flush();
+  EXPECT_THAT(file.Lines(),
+              ElementsAre(absl::StrCat("info ", long_text), "info short"));
+}
+
 }  // namespace
 }  // namespace rbln
