@@ -34,6 +34,7 @@
 #define RBLN_CORE_ENV_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -223,6 +224,11 @@ class Env {
   // fsync of an existing regular file (written by another process), opened
   // read-only and never through a symbolic link.
   virtual absl::Status SyncFile(const std::string& path) = 0;
+  // Tells the kernel that the cached pages of the regular file at `path` will
+  // not be read again (posix_fadvise POSIX_FADV_DONTNEED), so that its
+  // memory is the first to go to other files. Advice: the file and what it
+  // reads are unchanged, only slower to read. The default does nothing.
+  virtual absl::Status ForgetCachedPages(const std::string& path);
   // Opens an existing directory (never through a symbolic link, resolved as
   // every other path is), e.g. to pass it to a worker process.
   virtual absl::StatusOr<std::unique_ptr<Directory>> OpenDirectory(
@@ -312,6 +318,9 @@ class EnvWrapper : public Env {
   absl::Status SyncFile(const std::string& path) override {
     return target_->SyncFile(path);
   }
+  absl::Status ForgetCachedPages(const std::string& path) override {
+    return target_->ForgetCachedPages(path);
+  }
   absl::StatusOr<std::unique_ptr<Directory>> OpenDirectory(
       const std::string& path) override {
     return target_->OpenDirectory(path);
@@ -364,11 +373,19 @@ std::string JoinPath(absl::string_view dir, absl::string_view name);
 absl::Status WriteStringToNewFile(Env* env, const std::string& path,
                                   absl::string_view data);
 
-// Removes `path` and everything below it (does not follow symlinks). Goes on
-// past errors, removing what it can, and returns the first error. A tree
-// nested deeper than kMaxRemoveTreeDepth is left in place (an error), so
-// that no tree someone built can exhaust the stack.
-inline constexpr int kMaxRemoveTreeDepth = 128;
+// Calls `visit` with `path` and its Stat and, when it is a directory, with
+// everything below it first, each directory after its entries (symlinks are
+// visited, not followed). Goes on past errors, returning the first one. A
+// directory nested deeper than kMaxTreeDepth is not visited nor looked
+// into (an error), so that no tree someone built can exhaust the stack.
+inline constexpr int kMaxTreeDepth = 128;
+absl::Status VisitTreeBottomUp(
+    Env* env, const std::string& path,
+    const std::function<absl::Status(const std::string& path,
+                                     const FileStat& st)>& visit);
+
+// Removes `path` and everything below it (VisitTreeBottomUp): what is nested
+// too deep is left in place (an error).
 absl::Status RemoveTree(Env* env, const std::string& path);
 
 // Who a copy belongs to: the source's owner and group (kSource), or the

@@ -636,6 +636,17 @@ class PosixEnv : public Env {
     return absl::OkStatus();
   }
 
+  absl::Status ForgetCachedPages(const std::string& path) override {
+    RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
+                          NewRandomAccessFile(path));
+    // posix_fadvise returns the error rather than setting errno.
+    const int error =
+        posix_fadvise(file->native_handle(), 0, 0, POSIX_FADV_DONTNEED);
+    if (error != 0)
+      return ErrnoStatus("forget the cached pages of", path, error);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::unique_ptr<Directory>> OpenDirectory(
       const std::string& path) override {
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("open", path));
@@ -1040,6 +1051,10 @@ absl::StatusOr<DirStats> Env::StatAndHoldEntries(
   return StatEntries(dir, names);
 }
 
+absl::Status Env::ForgetCachedPages(const std::string&) {
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DirStats> Env::StatEntriesAgain(
     const HeldDir&, const std::string& dir,
     absl::Span<const std::string> names) {
@@ -1063,27 +1078,42 @@ absl::Status WriteStringToNewFile(Env* env, const std::string& path,
 
 namespace {
 
-absl::Status RemoveTreeAt(Env* env, const std::string& path, int depth) {
+absl::Status VisitTreeAt(
+    Env* env, const std::string& path, int depth,
+    const std::function<absl::Status(const std::string&, const FileStat&)>&
+        visit) {
   RBLN_ASSIGN_OR_RETURN(FileStat st, env->Stat(path));
-  if (st.type != FileType::kDirectory) return env->RemoveFile(path);
-  if (depth >= kMaxRemoveTreeDepth) {
+  if (st.type != FileType::kDirectory) return visit(path, st);
+  if (depth >= kMaxTreeDepth) {
     return absl::FailedPreconditionError(
-        absl::StrCat(path, " nests directories deeper than ",
-                     kMaxRemoveTreeDepth, " levels; it is left in place"));
+        absl::StrCat(path, " nests directories deeper than ", kMaxTreeDepth,
+                     " levels; it is not looked into"));
   }
   RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env->ListDir(path));
   absl::Status first;
   for (const DirEntry& entry : entries) {
-    first.Update(RemoveTreeAt(env, JoinPath(path, entry.name), depth + 1));
+    first.Update(
+        VisitTreeAt(env, JoinPath(path, entry.name), depth + 1, visit));
   }
-  first.Update(env->RemoveDir(path));
+  first.Update(visit(path, st));
   return first;
 }
 
 }  // namespace
 
+absl::Status VisitTreeBottomUp(
+    Env* env, const std::string& path,
+    const std::function<absl::Status(const std::string&, const FileStat&)>&
+        visit) {
+  return VisitTreeAt(env, path, 0, visit);
+}
+
 absl::Status RemoveTree(Env* env, const std::string& path) {
-  return RemoveTreeAt(env, path, 0);
+  return VisitTreeBottomUp(
+      env, path, [env](const std::string& at, const FileStat& st) {
+        return st.type == FileType::kDirectory ? env->RemoveDir(at)
+                                               : env->RemoveFile(at);
+      });
 }
 
 FileOwnership OwnershipOfCopy(const FileStat& source, CopyOwner owner) {

@@ -238,6 +238,34 @@ TEST_P(ConfinedEnvTest, OpensDirectoriesAndSyncsFilesWithoutFollowingLinks) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST_P(ConfinedEnvTest, ForgetsTheCachedPagesOfRegularFilesOnly) {
+  EXPECT_EQ(env_->ForgetCachedPages(root_ + "/dir/link").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(env_->ForgetCachedPages(root_ + "/door/secret").code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(env_->ForgetCachedPages(root_ + "/dir/fifo").code(),
+            absl::StatusCode::kFailedPrecondition);  // and did not block
+  EXPECT_EQ(env_->ForgetCachedPages(root_ + "/dir").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(env_->ForgetCachedPages(root_ + "/dir/missing").code(),
+            absl::StatusCode::kNotFound);
+
+  const std::string path = root_ + "/dir/big";
+  const std::string data(1 << 20, 'x');
+  // Written and synced: every page cached, and clean.
+  ASSERT_TRUE(WriteStringToNewFile(env_.get(), path, data).ok());
+  // tmpfs keeps its pages: they are the file.
+  const bool droppable = testing::PageCacheIsDroppable(root_);
+  if (droppable) {
+    ASSERT_GT(testing::CachedPages(path), 0u);
+  }
+  EXPECT_TRUE(env_->ForgetCachedPages(path).ok());
+  if (droppable) {
+    EXPECT_EQ(testing::CachedPages(path), 0u);
+  }
+  EXPECT_EQ(testing::ReadFileOrDie(path), data);  // advice, nothing more
+}
+
 INSTANTIATE_TEST_SUITE_P(Resolution, ConfinedEnvTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Openat2" : "ComponentWalk";

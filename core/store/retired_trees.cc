@@ -24,8 +24,32 @@ void RemoveStagingTree(Env* env, const std::string& path) {
   }
 }
 
-RetiredTrees::RetiredTrees(Env* env, absl::Duration grace)
-    : env_(env), grace_(std::max(grace, absl::ZeroDuration())) {}
+namespace {
+
+// Env::ForgetCachedPages for every regular file of the tree at `path` that
+// has no other link (one that has is shared with the new version). Advice:
+// what fails is skipped, and only logged at debug level (the tree may be
+// gone already, removed by RemoveNow()).
+void ForgetTreePages(Env* env, const std::string& path) {
+  const absl::Status status = VisitTreeBottomUp(
+      env, path, [env](const std::string& at, const FileStat& st) {
+        if (st.type != FileType::kRegular || st.nlink != 1) {
+          return absl::OkStatus();
+        }
+        return env->ForgetCachedPages(at);
+      });
+  if (!status.ok()) {
+    spdlog::debug("could not drop every cached page of the old version {}: {}",
+                  LogValue(path), LogValue(status.ToString()));
+  }
+}
+
+}  // namespace
+
+RetiredTrees::RetiredTrees(Env* env, absl::Duration grace, bool forget_pages)
+    : env_(env),
+      grace_(std::max(grace, absl::ZeroDuration())),
+      forget_pages_(forget_pages) {}
 
 RetiredTrees::~RetiredTrees() {
   std::deque<Tree> left;
@@ -55,7 +79,8 @@ void RetiredTrees::Retire(std::string path) {
   const Clock::time_point due =
       Clock::now() + absl::ToChronoNanoseconds(grace_);
   absl::MutexLock lock(&mu_);
-  trees_.push_back({std::move(path), due});
+  trees_.push_back(
+      {.path = std::move(path), .due = due, .pages_forgotten = !forget_pages_});
   AddPendingOldVersions(1);
   if (!thread_.joinable() && !stopping_) {
     thread_ = std::thread([this] { RemoveWhenDue(); });
@@ -72,11 +97,14 @@ size_t RetiredTrees::RemoveNow() {
   }
   for (const Tree& tree : taken) RemoveStagingTree(env_, tree.path);
   AddPendingOldVersions(-static_cast<int64_t>(taken.size()));
-  if (in_flight > 0) {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](size_t* removing) { return *removing == 0; }, &removing_));
-  }
+  // Waits for the tree the thread is removing, and for one whose pages it
+  // is dropping: the file it holds open would keep its blocks a moment after
+  // the unlink above, and the caller wants the space now.
+  absl::MutexLock lock(&mu_);
+  const auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return removing_ == 0 && !forgetting_;
+  };
+  mu_.Await(absl::Condition(&idle));
   return taken.size() + in_flight;
 }
 
@@ -89,15 +117,36 @@ void RetiredTrees::RemoveWhenDue() {
   const auto stopping_or_retired = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopping_ || !trees_.empty();
   };
+  const auto first_with_pages = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::find_if(trees_.begin(), trees_.end(),
+                        [](const Tree& t) { return !t.pages_forgotten; });
+  };
+  // While the oldest tree waits out its grace, a newer one's pages must not
+  // wait with it.
+  const auto stopping_or_pages = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || first_with_pages() != trees_.end();
+  };
   absl::MutexLock lock(&mu_);
   while (true) {
     mu_.Await(absl::Condition(&stopping_or_retired));
     if (stopping_) return;
+    // A tree's pages go as soon as it is retired, not after its grace.
+    if (auto fresh = first_with_pages(); fresh != trees_.end()) {
+      fresh->pages_forgotten = true;
+      const std::string path = fresh->path;
+      forgetting_ = true;
+      mu_.Unlock();
+      ForgetTreePages(env_, path);
+      mu_.Lock();
+      forgetting_ = false;
+      continue;
+    }
     const Clock::duration wait = trees_.front().due - Clock::now();
     if (wait > Clock::duration::zero()) {
-      // Woken early only to stop; RemoveNow() may also have emptied the
-      // queue meanwhile, which the loop looks at again.
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(wait));
+      // Woken early to stop or for a newer tree's pages; RemoveNow() may
+      // also have emptied the queue meanwhile, which the loop looks at again.
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_or_pages),
+                           absl::FromChrono(wait));
       continue;
     }
     Tree tree = std::move(trees_.front());

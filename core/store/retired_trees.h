@@ -10,6 +10,15 @@
 // replies; the tree is removed once the grace period has passed, on a thread
 // of this object's own.
 //
+// * While it waits out its grace, the tree keeps its files but not their
+//   cached pages: the thread tells the kernel at once that they will not be
+//   read again (Env::ForgetCachedPages; a file with another link, such as a
+//   companion file the new version shares, keeps them). A resize reads the
+//   whole old version to copy it, which would otherwise leave gigabytes of
+//   a dead version in the page cache, ahead of what is still read, until the
+//   grace is over; the next large write would then wait for the kernel to
+//   reclaim them (docs/performance.md, row 1). A reader still on the old
+//   version reads it from the disk.
 // * A grace of zero removes the tree in Retire() itself, before it returns
 //   (and so before the commit replies).
 // * RemoveNow() removes every pending tree at once, in the caller's thread:
@@ -51,8 +60,10 @@ void RemoveStagingTree(Env* env, const std::string& path);
 
 class RetiredTrees {
  public:
-  // `grace` below zero counts as zero.
-  RetiredTrees(Env* env, absl::Duration grace);
+  // `grace` below zero counts as zero. `forget_pages`: drop each retired
+  // tree's cached pages at once (above); off only where a test counts every
+  // call the env sees and the background thread's would interleave.
+  RetiredTrees(Env* env, absl::Duration grace, bool forget_pages = true);
   ~RetiredTrees();
 
   RetiredTrees(const RetiredTrees&) = delete;
@@ -65,8 +76,8 @@ class RetiredTrees {
   void Retire(std::string path);
 
   // Removes every tree still pending at once, here, and waits for one the
-  // background thread is removing. Returns how many trees that was (0: there
-  // was no space to give back).
+  // background thread is removing (or whose pages it is dropping). Returns how
+  // many trees that was (0: there was no space to give back).
   size_t RemoveNow();
 
   // Trees retired and not yet removed (or being removed).
@@ -77,18 +88,22 @@ class RetiredTrees {
   struct Tree {
     std::string path;
     Clock::time_point due;
+    bool pages_forgotten = false;
   };
 
   void RemoveWhenDue();
 
   Env* const env_;
   const absl::Duration grace_;
+  const bool forget_pages_;
 
   mutable absl::Mutex mu_;
   // In the order retired, which is the order due (one grace for all).
   std::deque<Tree> trees_ ABSL_GUARDED_BY(mu_);
   // Trees taken from trees_ by the background thread and being removed.
   size_t removing_ ABSL_GUARDED_BY(mu_) = 0;
+  // Whether the background thread is dropping a tree's cached pages.
+  bool forgetting_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Started by the first Retire() with a grace, so that a store that never
   // writes has no thread.

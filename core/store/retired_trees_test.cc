@@ -8,12 +8,14 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/core_metrics.h"
 #include "core/env.h"
 #include "core/metrics.h"
 #include "core/testing/test_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace rbln {
@@ -187,6 +189,77 @@ TEST_F(RetiredTreesTest, ATreeThatCannotBeRemovedIsLeftAndForgotten) {
   EXPECT_TRUE(Exists(tree));
   EXPECT_FALSE(Exists(JoinPath(tree, "rbln_config.json")));
   EXPECT_FALSE(Exists(JoinPath(tree, "sub")));
+}
+
+// Forgets files' pages, and records which, once each is done.
+class ForgetfulEnv : public EnvWrapper {
+ public:
+  using EnvWrapper::EnvWrapper;
+  absl::Status ForgetCachedPages(const std::string& path) override {
+    absl::Status status = EnvWrapper::ForgetCachedPages(path);
+    absl::MutexLock lock(&mu_);
+    forgotten_.push_back(path);
+    return status;
+  }
+  std::vector<std::string> forgotten() const {
+    absl::MutexLock lock(&mu_);
+    return forgotten_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::string> forgotten_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(RetiredTreesTest, ATreesPagesGoAtOnceItsFilesAfterTheGrace) {
+  const std::string tree = MakeTree("old");
+  const std::string graph = JoinPath(tree, "prefill.rbln");
+  const std::string payload(1 << 20, 'w');
+  ASSERT_TRUE(WriteStringToNewFile(env_, graph, payload).ok());
+  // A companion file the new version shares (rescale links them) keeps its
+  // pages: they are the new version's too.
+  const std::string shared = JoinPath(tree, "tokenizer.json");
+  ASSERT_TRUE(WriteStringToNewFile(env_, shared, "{}").ok());
+  ASSERT_TRUE(env_->Link(shared, tmp_.Join("new-tokenizer.json")).ok());
+  const bool droppable = testing::PageCacheIsDroppable(tmp_.path());
+  if (droppable) {
+    ASSERT_GT(testing::CachedPages(graph), 0u);
+  }
+
+  ForgetfulEnv env(env_);
+  RetiredTrees trees(&env, kForever);
+  trees.Retire(tree);
+  EXPECT_TRUE(Eventually([&] { return env.forgotten().size() == 3; }));
+  EXPECT_THAT(env.forgotten(), ::testing::UnorderedElementsAre(
+                                   graph, JoinPath(tree, "rbln_config.json"),
+                                   JoinPath(tree, "sub/table.bin")));
+  if (droppable) {
+    EXPECT_EQ(testing::CachedPages(graph), 0u);
+  }
+  // The files stay for the grace, whole.
+  EXPECT_EQ(trees.pending(), 1u);
+  EXPECT_EQ(testing::ReadFileOrDie(graph), payload);
+  EXPECT_TRUE(Exists(shared));
+}
+
+TEST_F(RetiredTreesTest, ANewerTreesPagesDoNotWaitForAnOlderTreesGrace) {
+  ForgetfulEnv env(env_);
+  RetiredTrees trees(&env, kForever);
+  const std::string first = MakeTree("first");
+  trees.Retire(first);
+  ASSERT_TRUE(Eventually([&] { return env.forgotten().size() == 2; }));
+
+  // The thread now waits out the first tree's grace; the second's pages go
+  // all the same.
+  const std::string second = MakeTree("second");
+  trees.Retire(second);
+  EXPECT_TRUE(Eventually([&] { return env.forgotten().size() == 4; }));
+  EXPECT_THAT(env.forgotten(), ::testing::UnorderedElementsAre(
+                                   JoinPath(first, "rbln_config.json"),
+                                   JoinPath(first, "sub/table.bin"),
+                                   JoinPath(second, "rbln_config.json"),
+                                   JoinPath(second, "sub/table.bin")));
+  EXPECT_EQ(trees.pending(), 2u);
 }
 
 TEST_F(RetiredTreesTest, ConcurrentRetiresAndRemovalsLoseNothing) {

@@ -303,7 +303,8 @@ ArtifactStore::ArtifactStore(Env* env, std::string root, StoreOptions options)
       spec_table_(NewSpecTableProvider()),
       artifact_cache_(ArtifactCache::kDefaultMaxBytes,
                       options_.artifact_cache_racy_window),
-      retired_(env, options_.old_version_grace) {
+      retired_(env, options_.old_version_grace,
+               options_.forget_old_version_pages) {
   names_.push_back({"", root_, ""});
 }
 

@@ -107,6 +107,10 @@ struct StoreOptions {
   // removed before Write returns. Closing the store removes what is still
   // pending at once. The daemon's default is kDefaultOldVersionGrace.
   absl::Duration old_version_grace = absl::ZeroDuration();
+  // Whether the old version's cached pages are dropped as soon as it is
+  // swapped out, while its files wait out the grace (core/store/
+  // retired_trees.h). Off only in tests that count every call of the env.
+  bool forget_old_version_pages = true;
   // How long every file of an artifact must have been still before a read
   // of it is kept in the artifact cache (core/format/artifact_cache.h).
   absl::Duration artifact_cache_racy_window = ArtifactCache::kDefaultRacyWindow;

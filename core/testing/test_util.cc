@@ -1,9 +1,14 @@
 #include "core/testing/test_util.h"
 
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <cstring>
@@ -67,6 +72,37 @@ void WriteFileOrDie(const std::string& path, absl::string_view data) {
     ADD_FAILURE() << "cannot write " << path;
     abort();
   }
+}
+
+size_t CachedPages(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    ADD_FAILURE() << "cannot open " << path;
+    abort();
+  }
+  size_t cached = 0;
+  if (st.st_size > 0) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t length = static_cast<size_t>(st.st_size);
+    void* map = mmap(nullptr, length, PROT_READ, MAP_SHARED, fd, 0);
+    std::vector<unsigned char> resident((length + page - 1) / page);
+    if (map == MAP_FAILED || mincore(map, length, resident.data()) != 0) {
+      ADD_FAILURE() << "cannot tell the cached pages of " << path << ": "
+                    << strerror(errno);
+      abort();
+    }
+    for (unsigned char r : resident) cached += r & 1;
+    munmap(map, length);
+  }
+  close(fd);
+  return cached;
+}
+
+bool PageCacheIsDroppable(const std::string& dir) {
+  struct statfs fs;
+  return statfs(dir.c_str(), &fs) == 0 &&
+         fs.f_type != static_cast<decltype(fs.f_type)>(TMPFS_MAGIC);
 }
 
 uint64_t HashFile(const std::string& path) {

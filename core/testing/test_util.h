@@ -38,6 +38,13 @@ std::unique_ptr<Env> ConfinedEnvOrDie(const std::string& root);
 std::string ReadFileOrDie(const std::string& path);
 void WriteFileOrDie(const std::string& path, absl::string_view data);
 
+// How many pages of the file at `path` are in the page cache (mincore over a
+// mapping that brings none in); aborts the test run when it cannot tell.
+size_t CachedPages(const std::string& path);
+// Whether the kernel can drop the cached pages of files in `dir`: not on
+// tmpfs, whose pages are the files themselves.
+bool PageCacheIsDroppable(const std::string& dir);
+
 // XXH64 of a file's bytes (streamed).
 uint64_t HashFile(const std::string& path);
 // Relative path -> XXH64 for every regular file below `dir` (recursively);
