@@ -3,9 +3,9 @@
 // absl::Status -> grpc::Status (the canonical codes are the same numbers;
 // the facts core attaches to a status, core/error_facts.h, become the
 // ErrorDetail in its google.rpc.Status details).
-// Every reply a handler produces carries the trailing metadata of
+// Every error a handler returns carries the trailing metadata of
 // rbln/artifact/v1/reply_metadata.h, so that clients can tell it from a
-// transport failure.
+// transport failure (an OK reply is always the handler's, and unmarked).
 // Every request is logged as one logfmt line naming its caller and role
 // (auth.h), with what callers sent quoted and escaped; every status message is
 // cut to kMaxStatusMessageBytes.

@@ -57,7 +57,7 @@ std::pair<absl::string_view, absl::string_view> SplitMethod(
 
 // Whether the call reached a method of the server. gRPC hands interceptors
 // whatever name a caller sent, and answers an unknown one UNIMPLEMENTED; the
-// daemon's own handlers mark every reply (UNIMPLEMENTED included, for a
+// daemon's own handlers mark every error (UNIMPLEMENTED included, for a
 // multimodal artifact), and the health and reflection services never answer
 // UNIMPLEMENTED. Only known names become labels, so that callers cannot add
 // series at will.
