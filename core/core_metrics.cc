@@ -13,6 +13,8 @@ using metrics::Histogram;
 
 constexpr std::array<const char*, 5> kProbeResults = {
     "ok", "no_tool", "timeout", "unreadable", "failed"};
+constexpr std::array<const char*, 3> kLeaseBreaks = {"writer", "removed",
+                                                     "overflow"};
 constexpr std::array<const char*, 3> kCodecOperations = {"decode", "rescale",
                                                          "encode"};
 
@@ -27,6 +29,8 @@ struct CoreMetrics {
   Counter* codec_calls[kCodecOperations.size()][2];
   Counter* cache_lookups[2];  // by CacheLookup
   Gauge* pending_old_versions;
+  Gauge* read_leases;
+  Counter* lease_breaks[kLeaseBreaks.size()];  // by ReadLeaseBreak
 };
 
 CoreMetrics Register(metrics::Registry& registry) {
@@ -98,6 +102,22 @@ CoreMetrics Register(metrics::Registry& registry) {
                      "Old artifact versions kept beside their artifact for "
                      "--old-version-grace-seconds and not yet removed.")
            .WithLabels({});
+  m.read_leases =
+      &registry
+           .AddGauge("rbln_artifactd_read_leases",
+                     "Read leases held on files of cached artifacts, which "
+                     "spare each lookup a stat of those files.")
+           .WithLabels({});
+  metrics::CounterFamily& breaks = registry.AddCounter(
+      "rbln_artifactd_read_lease_breaks_total",
+      "Read leases let go before their cache entry went, by why: writer (a "
+      "process opened the file for writing or truncated it), removed (its "
+      "last name was removed) or overflow (the kernel's signal queue was "
+      "full: every lease went).",
+      {"why"});
+  for (size_t i = 0; i < kLeaseBreaks.size(); ++i) {
+    m.lease_breaks[i] = &breaks.WithLabels({kLeaseBreaks[i]});
+  }
   return m;
 }
 
@@ -145,6 +165,12 @@ void CountArtifactCacheLookup(CacheLookup result) {
 
 void AddPendingOldVersions(int64_t delta) {
   Metrics().pending_old_versions->Add(delta);
+}
+
+void AddReadLeases(int64_t delta) { Metrics().read_leases->Add(delta); }
+
+void CountReadLeaseBreak(ReadLeaseBreak why) {
+  Metrics().lease_breaks[static_cast<int>(why)]->Increment();
 }
 
 }  // namespace rbln

@@ -57,6 +57,14 @@ void CountArtifactCacheLookup(CacheLookup result);
 // for n removed (or left to the recovery at the next start).
 void AddPendingOldVersions(int64_t delta);
 
+// Read leases held on cached files (core/read_lease.h) changed by `delta`,
+// and one lease let go before its holder dropped it, by why: a writer
+// opened or truncated the file, its last name was removed, or the kernel's
+// signal queue overflowed (every lease goes).
+void AddReadLeases(int64_t delta);
+enum class ReadLeaseBreak { kWriter, kRemoved, kOverflow };
+void CountReadLeaseBreak(ReadLeaseBreak why);
+
 }  // namespace rbln
 
 #endif  // RBLN_CORE_CORE_METRICS_H_

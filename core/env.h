@@ -187,15 +187,21 @@ class Env {
   virtual absl::StatusOr<DirStats> StatEntries(
       const std::string& dir, absl::Span<const std::string> names);
   // StatEntries, keeping the directory open in *held where the Env can (a
-  // bounded number at once, kMaxHeldDirs for the POSIX Env); else *held is
-  // null. The default holds nothing.
+  // bounded number at once, kMaxHeldDirs for the POSIX Env), with a read
+  // lease on each regular file where one can be had (the entry is then the
+  // file's status once leased); else *held is null. The default holds
+  // nothing.
   virtual absl::StatusOr<DirStats> StatAndHoldEntries(
       const std::string& dir, absl::Span<const std::string> names,
       std::unique_ptr<HeldDir>* held);
-  // StatEntries again, for a directory `held` (from this Env) keeps open:
-  // when `dir` still names that directory, one lstat of `dir` and one
-  // fstatat per name through the open directory; else as StatEntries. The
-  // default is StatEntries.
+  // StatEntries again, for a directory `held` (from this Env) keeps open
+  // and the same `names`: when `dir` still names that directory, one lstat
+  // of `dir` and one fstatat per name through the open directory; else as
+  // StatEntries. A file the POSIX Env took a read lease on when it held the
+  // directory (core/read_lease.h) is not looked at while the lease holds:
+  // it is reported as it was then (its contents cannot have changed; a
+  // change of mode, owner or times alone is not seen). The default is
+  // StatEntries.
   virtual absl::StatusOr<DirStats> StatEntriesAgain(
       const HeldDir& held, const std::string& dir,
       absl::Span<const std::string> names);

@@ -31,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "core/core_metrics.h"
 #include "core/env.h"
+#include "core/read_lease.h"
 #include "core/status_macros.h"
 #include "core/unique_fd.h"
 
@@ -324,6 +325,10 @@ class PosixHeldDir : public HeldDir {
   const UniqueFd fd;  // O_PATH
   const dev_t dev;
   const ino_t inode;
+  // Per name held, a read lease on the file where one could be had, and
+  // the file's status when it was taken (reported while the lease holds).
+  std::vector<std::unique_ptr<ReadLease>> leases;
+  std::vector<std::optional<FileStat>> leased_stats;
 
  private:
   // Of the Env that made it (shared: it may outlive the Env).
@@ -519,7 +524,19 @@ class PosixEnv : public Env {
     }
     DirStats stats;
     stats.dir = ToFileStat(st);
-    RBLN_RETURN_IF_ERROR(StatNamesIn(open.fd.get(), dir, names, &stats));
+    // A file still leased has not been opened for writing since: what it
+    // looked like then stands (core/read_lease.h).
+    const bool same_names = names.size() == open.leases.size();
+    stats.entries.reserve(names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (same_names && open.leases[i] != nullptr && open.leases[i]->intact()) {
+        stats.entries.push_back(open.leased_stats[i]);
+        continue;
+      }
+      RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> entry,
+                            StatNameIn(open.fd.get(), dir, names[i]));
+      stats.entries.push_back(std::move(entry));
+    }
     return stats;
   }
 
@@ -724,22 +741,46 @@ class PosixEnv : public Env {
                                   DirStats* stats) {
     stats->entries.reserve(stats->entries.size() + names.size());
     for (const std::string& name : names) {
-      if (name.empty() || name == "." || name == ".." ||
-          name.find('/') != std::string::npos) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("stat ", JoinPath(dir, name), ": '", name,
-                         "' is not a single path component"));
-      }
-      struct stat st;
-      if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
-        stats->entries.push_back(ToFileStat(st));
-      } else if (errno == ENOENT) {
-        stats->entries.push_back(std::nullopt);
-      } else {
-        return ErrnoStatus("stat", JoinPath(dir, name), errno);
-      }
+      RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> entry,
+                            StatNameIn(fd, dir, name));
+      stats->entries.push_back(std::move(entry));
     }
     return absl::OkStatus();
+  }
+
+  // The entry `name` (one component) of `dir`, open as `fd`; nullopt when
+  // there is none.
+  static absl::StatusOr<std::optional<FileStat>> StatNameIn(
+      int fd, const std::string& dir, const std::string& name) {
+    if (name.empty() || name == "." || name == ".." ||
+        name.find('/') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stat ", JoinPath(dir, name), ": '", name,
+                       "' is not a single path component"));
+    }
+    struct stat st;
+    if (fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      return ToFileStat(st);
+    }
+    if (errno == ENOENT) return std::nullopt;
+    return ErrnoStatus("stat", JoinPath(dir, name), errno);
+  }
+
+  // Read leases on the regular files among `names` (their entries in
+  // *stats), each entry then replaced by the file's status once leased.
+  static void LeaseEntries(PosixHeldDir* held,
+                           absl::Span<const std::string> names,
+                           DirStats* stats) {
+    held->leases.resize(names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+      std::optional<FileStat>& entry = stats->entries[i];
+      if (!entry.has_value() || entry->type != FileType::kRegular) continue;
+      struct stat now;
+      held->leases[i] = ReadLease::Take(held->fd.get(), names[i], entry->device,
+                                        entry->inode, &now);
+      if (held->leases[i] != nullptr) entry = ToFileStat(now);
+    }
+    held->leased_stats = stats->entries;
   }
 
   // StatEntries through one O_PATH descriptor of `dir`, kept in *held when
@@ -762,8 +803,10 @@ class PosixEnv : public Env {
     stats.dir = ToFileStat(st);
     RBLN_RETURN_IF_ERROR(StatNamesIn(fd.get(), dir, names, &stats));
     if (held != nullptr && held_dirs_->fetch_add(1) < kMaxHeldDirs) {
-      *held = std::make_unique<PosixHeldDir>(std::move(fd), st.st_dev,
-                                             st.st_ino, held_dirs_);
+      auto open = std::make_unique<PosixHeldDir>(std::move(fd), st.st_dev,
+                                                 st.st_ino, held_dirs_);
+      LeaseEntries(open.get(), names, &stats);
+      *held = std::move(open);
     } else if (held != nullptr) {
       held_dirs_->fetch_sub(1);
     }

@@ -49,6 +49,7 @@
 #include "core/env.h"
 #include "core/flag_errors.h"
 #include "core/format/external_codec.h"
+#include "core/read_lease.h"
 #include "core/server_address.h"
 #include "core/socket_access.h"
 #include "core/store/store.h"
@@ -519,6 +520,7 @@ int main(int argc, char** argv) {
   std::string tokens_file;
   std::vector<std::string> operators;
   bool no_default_operators = false;
+  bool no_read_leases = false;
   app.add_option("--tls-cert", tls_cert,
                  "Serve TCP listeners over TLS with this certificate chain "
                  "(PEM); needs --tls-key")
@@ -569,6 +571,11 @@ int main(int argc, char** argv) {
   app.add_flag("--no-default-operators", no_default_operators,
                "Unix-socket peers with uid 0 or the daemon's uid are not "
                "operators unless --operators lists them");
+  app.add_flag("--no-read-leases", no_read_leases,
+               "Take no read leases on cached artifacts' files: every Get and "
+               "Describe then stats each file again, and a writer's open of "
+               "such a file never waits for this daemon "
+               "(docs/performance.md)");
   app.footer(
       "Available DRAM (what a budget like 0.8 is a fraction of), in order of "
       "choice:\n  1. --device-dram (or device-dram in the --config file)\n  "
@@ -747,6 +754,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // The read leases' signals, for their own thread (core/read_lease.h).
+  rbln::BlockReadLeaseSignals();
+  rbln::SetReadLeasesEnabled(!no_read_leases);
 
   // The TLS files are checked here, so that a bad set is a start-up error;
   // the copies gRPC serves from are made once the store is open

@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
@@ -41,6 +42,7 @@ using ::rbln::e2e::StartDaemon;
 using ::rbln::e2e::StopDaemon;
 using ::rbln::e2e::Synthesize;
 using ::rbln::testing::BinaryPath;
+using ::rbln::testing::ReadFileOrDie;
 using ::rbln::testing::TempDir;
 using ::rbln::testing::WriteFileOrDie;
 using ::testing::HasSubstr;
@@ -68,15 +70,17 @@ class MetricsEndpointTest : public ::testing::Test {
 
   void TearDown() override { StopDaemon(&daemon_); }
 
-  void Start() {
+  void Start(std::vector<std::string> extra = {}) {
     // A broken rbln-smi: a write's fit runs the probe, which fails (and the
     // spec table answers).
     const std::string smi = root_.Join("rbln-smi");
     WriteFileOrDie(smi, "#!/bin/sh\necho 'no device' >&2\nexit 3\n");
     ASSERT_EQ(chmod(smi.c_str(), 0755), 0);
     metrics_ = absl::StrCat("127.0.0.1:", PickFreePort());
-    StartDaemon(root_.path(), store_, address_,
-                {"--metrics-listen", metrics_, "--rbln-smi", smi}, &daemon_);
+    std::vector<std::string> args = {"--metrics-listen", metrics_, "--rbln-smi",
+                                     smi};
+    args.insert(args.end(), extra.begin(), extra.end());
+    StartDaemon(root_.path(), store_, address_, args, &daemon_);
   }
 
   // rbln-artifactd with --metrics-listen HOST:PORT on a port something
@@ -210,6 +214,55 @@ TEST_F(MetricsEndpointTest, TheSecondGetOfAStillArtifactIsACacheHit) {
   EXPECT_EQ(moved("miss"), 1);
   EXPECT_EQ(moved("hit"), 1);
   EXPECT_EQ(before.count("rbln_artifactd_old_versions_pending"), 1u);
+}
+
+// A cached Get holds read leases on the files it was read from (the config
+// and the prefill graph; core/read_lease.h); another process's edit waits
+// for the daemon to let its lease go, and the next Get reads the edit.
+TEST_F(MetricsEndpointTest, AnEditByAnotherProcessBreaksTheCachesLease) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+  Outcome get = Cli("--get-kvcache-num-blocks --json --model-id ./tiny");
+  ASSERT_EQ(get.code, 0) << get;
+  const uint64_t before = JsonU64(ParseJson(get), "kvcache_num_blocks");
+  Samples leased;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&leased));
+  EXPECT_EQ(Value(leased, "rbln_artifactd_read_leases"), 2) << daemon_.Logs();
+
+  const std::string config = store_ + "/tiny/rbln_config.json";
+  const std::string text = ReadFileOrDie(config);
+  const std::string from = absl::StrCat("\"kvcache_num_blocks\": ", before);
+  const uint64_t edited = before % 10 == 0 ? before + 1 : before - 1;
+  ASSERT_NE(text.find(from), std::string::npos) << text;
+  WriteFileOrDie(
+      config,
+      absl::StrReplaceAll(
+          text, {{from, absl::StrCat("\"kvcache_num_blocks\": ", edited)}}));
+  get = Cli("--get-kvcache-num-blocks --json --model-id ./tiny");
+  ASSERT_EQ(get.code, 0) << get;
+  EXPECT_EQ(JsonU64(ParseJson(get), "kvcache_num_blocks"), edited);
+  Samples after;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&after));
+  const std::string writer =
+      "rbln_artifactd_read_lease_breaks_total{why=\"writer\"}";
+  EXPECT_GE(Value(after, writer) - Value(leased, writer), 1);
+}
+
+TEST_F(MetricsEndpointTest, NoReadLeasesTakesNone) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--no-read-leases"}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+  for (int i = 0; i < 2; ++i) {
+    Outcome get = Cli("--get-kvcache-num-blocks --model-id ./tiny");
+    ASSERT_EQ(get.code, 0) << get;
+  }
+  Samples after;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&after));
+  EXPECT_EQ(after.count("rbln_artifactd_read_leases"), 1u);
+  EXPECT_EQ(Value(after, "rbln_artifactd_read_leases"), 0);
+  EXPECT_EQ(
+      Value(after,
+            "rbln_artifactd_artifact_cache_lookups_total{result=\"hit\"}"),
+      1);
 }
 
 // gRPC hands interceptors any method name a caller sends; such names must

@@ -6,10 +6,11 @@
 // An entry records the identity (device, inode, size, mtime, ctime) of the
 // artifact's directory, of its rbln_config.json and of every graph file it
 // read, and for a multimodal artifact of the submodule's directory and its
-// files. A lookup checks them again with one Env::StatEntries per directory
-// (one fstatat per file) and misses on any difference. A directory's mtime
-// and ctime change whenever an entry is added, removed or renamed in it, so
-// a graph or companion that appears or goes misses too; our commits swap in
+// files. A lookup checks them again with one Env::StatEntriesAgain per
+// directory (one fstatat per file, none for a file the Env holds a read
+// lease on: core/read_lease.h) and misses on any difference. A directory's
+// mtime and ctime change whenever an entry is added, removed or renamed in it,
+// so a graph or companion that appears or goes misses too; our commits swap in
 // a new directory (a new inode), and the store also erases the entries of
 // what it wrote.
 //
