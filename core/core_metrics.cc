@@ -13,8 +13,8 @@ using metrics::Histogram;
 
 constexpr std::array<const char*, 5> kProbeResults = {
     "ok", "no_tool", "timeout", "unreadable", "failed"};
-constexpr std::array<const char*, 3> kLeaseBreaks = {"writer", "removed",
-                                                     "overflow"};
+constexpr std::array<const char*, 4> kLeaseBreaks = {"writer", "removed",
+                                                     "changed", "overflow"};
 constexpr std::array<const char*, 3> kCodecOperations = {"decode", "rescale",
                                                          "encode"};
 
@@ -112,7 +112,8 @@ CoreMetrics Register(metrics::Registry& registry) {
       "rbln_artifactd_read_lease_breaks_total",
       "Read leases let go before their cache entry went, by why: writer (a "
       "process opened the file for writing or truncated it), removed (its "
-      "last name was removed) or overflow (the kernel's signal queue was "
+      "last name was removed), changed (a change that breaks no lease, found "
+      "by the periodic check) or overflow (the kernel's signal queue was "
       "full: every lease went).",
       {"why"});
   for (size_t i = 0; i < kLeaseBreaks.size(); ++i) {

@@ -59,10 +59,11 @@ void AddPendingOldVersions(int64_t delta);
 
 // Read leases held on cached files (core/read_lease.h) changed by `delta`,
 // and one lease let go before its holder dropped it, by why: a writer
-// opened or truncated the file, its last name was removed, or the kernel's
+// opened or truncated the file, its last name was removed, it changed in a
+// way that breaks no lease (found by the periodic check), or the kernel's
 // signal queue overflowed (every lease goes).
 void AddReadLeases(int64_t delta);
-enum class ReadLeaseBreak { kWriter, kRemoved, kOverflow };
+enum class ReadLeaseBreak { kWriter, kRemoved, kChanged, kOverflow };
 void CountReadLeaseBreak(ReadLeaseBreak why);
 
 }  // namespace rbln

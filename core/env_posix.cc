@@ -327,6 +327,7 @@ class PosixHeldDir : public HeldDir {
   const ino_t inode;
   // Per name held, a read lease on the file where one could be had, and
   // the file's status when it was taken (reported while the lease holds).
+  std::vector<std::string> leased_names;
   std::vector<std::unique_ptr<ReadLease>> leases;
   std::vector<std::optional<FileStat>> leased_stats;
 
@@ -529,7 +530,8 @@ class PosixEnv : public Env {
     const bool same_names = names.size() == open.leases.size();
     stats.entries.reserve(names.size());
     for (size_t i = 0; i < names.size(); ++i) {
-      if (same_names && open.leases[i] != nullptr && open.leases[i]->intact()) {
+      if (same_names && open.leases[i] != nullptr &&
+          open.leased_names[i] == names[i] && open.leases[i]->intact()) {
         stats.entries.push_back(open.leased_stats[i]);
         continue;
       }
@@ -771,6 +773,7 @@ class PosixEnv : public Env {
   static void LeaseEntries(PosixHeldDir* held,
                            absl::Span<const std::string> names,
                            DirStats* stats) {
+    held->leased_names.assign(names.begin(), names.end());
     held->leases.resize(names.size());
     for (size_t i = 0; i < names.size(); ++i) {
       std::optional<FileStat>& entry = stats->entries[i];

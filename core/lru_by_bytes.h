@@ -18,6 +18,7 @@
 #include <iterator>
 #include <list>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 
@@ -45,21 +46,25 @@ class LruByBytes {
   }
 
   // Holds `value` for `key` in place of what was held, as the most recently
-  // used, then drops the least recently used until within the bound.
-  void Insert(Key key, Value value, uint64_t bytes) {
-    Erase(key);
+  // used, then drops the least recently used until within the bound. What
+  // is dropped is moved to *dropped when given (so that the caller can
+  // destroy it after letting a lock go).
+  void Insert(Key key, Value value, uint64_t bytes,
+              std::vector<Value>* dropped = nullptr) {
+    Erase(key, dropped);
     if (bytes > max_bytes_) return;
     lru_.push_front(Node{key, std::move(value), bytes});
     index_.emplace(std::move(key), lru_.begin());
     bytes_ += bytes;
-    while (bytes_ > max_bytes_) EraseNode(std::prev(lru_.end()));
+    while (bytes_ > max_bytes_) EraseNode(std::prev(lru_.end()), dropped);
   }
 
-  // Drops what is held for `key`; false when nothing was.
-  bool Erase(const Key& key) {
+  // Drops what is held for `key` (into *dropped when given); false when
+  // nothing was.
+  bool Erase(const Key& key, std::vector<Value>* dropped = nullptr) {
     auto it = index_.find(key);
     if (it == index_.end()) return false;
-    EraseNode(it->second);
+    EraseNode(it->second, dropped);
     return true;
   }
 
@@ -74,7 +79,8 @@ class LruByBytes {
   };
   using List = std::list<Node>;  // most recently used first
 
-  void EraseNode(typename List::iterator node) {
+  void EraseNode(typename List::iterator node, std::vector<Value>* dropped) {
+    if (dropped != nullptr) dropped->push_back(std::move(node->value));
     bytes_ -= node->bytes;
     index_.erase(node->key);
     lru_.erase(node);

@@ -7,14 +7,21 @@
 // truncate) by anyone makes the opener wait until the holder lets the lease
 // go. This process lets it go from a thread of its own: that thread marks the
 // lease broken, then releases it, so that a lookup that starts after the
-// writer's open returned sees intact() false. A lease is broken too when its
-// file's last name is removed (checked every kRemovedFileCheckPeriod), so
-// that a cached artifact never keeps a deleted file's blocks allocated, and
-// all at once when the kernel's signal queue overflows.
+// writer's open returned sees intact() false. Every kRemovedFileCheckPeriod
+// the thread also lets go of a lease whose file's last name was removed (so
+// that a cached artifact never keeps a deleted file's blocks allocated) or
+// whose file changed in a way that breaks no lease: a read-only open with
+// O_TRUNC, and changes of mode, owner or times alone. All go at once when
+// the kernel's signal queue overflows.
+//
+// The kernel breaks a lease by itself once its holder has not let it go
+// within /proc/sys/fs/lease-break-time (45 s by default; a stopped
+// process): so a lease counts as intact only until half that time after the
+// lease thread last found no signal waiting, and not at all when that time
+// is under 4 s.
 //
 // What a lease does not see: renames and removals of the file's name (the
-// directory's own times show them), and changes of metadata only (mode,
-// owner, times set by utimensat without an open).
+// directory's own times show them).
 //
 // Taking one needs the file's ownership or CAP_LEASE, a local file system
 // (ext2/3/4, XFS, Btrfs, tmpfs: a network file system's other clients would

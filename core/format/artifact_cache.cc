@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/format/container.h"
@@ -197,14 +198,18 @@ void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
   }
   bytes += std::get<1>(key).size() + SourcesBytes(sources.dirs, sources.names);
   entry.sources = std::make_shared<const Sources>(std::move(sources));
+  // Destroyed after the lock is let go: closing a held file whose name is
+  // gone frees its blocks, which takes long for a large one.
+  std::vector<Entry> dropped;
   absl::MutexLock lock(&mu_);
-  entries_.Insert(std::move(key), std::move(entry), bytes);
+  entries_.Insert(std::move(key), std::move(entry), bytes, &dropped);
 }
 
 void ArtifactCache::Erase(Env* env, const std::string& dir) {
+  std::vector<Entry> dropped;  // as in Insert
   absl::MutexLock lock(&mu_);
   for (Kind kind : {Kind::kArtifact, Kind::kSummary}) {
-    entries_.Erase(Key{env, dir, kind});
+    entries_.Erase(Key{env, dir, kind}, &dropped);
   }
 }
 
