@@ -297,23 +297,28 @@ grpc::ServerUnaryReactor* ArtifactServiceImpl::ServeRead(
         reactor->Finish(*handler(ReadMode::kMayRead));
       },
       kMaxQueuedReads);
-  if (!queued) reactor->Finish(RefuseRead(context, method, artifact));
+  if (!queued) {
+    reactor->Finish(
+        Refuse(context, method, artifact,
+               absl::ResourceExhaustedError(absl::StrCat(
+                   "too many reads are waiting for the disk (", kMaxQueuedReads,
+                   " queued for the daemon's ", kReaderThreads,
+                   " reader threads); retry with backoff"))));
+  }
   return reactor;
 }
 
-grpc::Status ArtifactServiceImpl::RefuseRead(grpc::ServerContextBase* context,
-                                             absl::string_view method,
-                                             const std::string& artifact) {
+grpc::Status ArtifactServiceImpl::Refuse(grpc::ServerContextBase* context,
+                                         absl::string_view method,
+                                         const std::string& artifact,
+                                         const absl::Status& why) {
   RequestLog log(this, context, method, LogName(artifact));
-  // Who floods is worth a log line; one who cannot be identified stays
-  // caller=none (the refusal says nothing of the artifact).
+  // Who floods or sends garbage is worth a log line; one who cannot be
+  // identified stays caller=none (the refusal says nothing of the artifact).
   if (absl::StatusOr<Caller> caller = auth_->Identify(*context); caller.ok()) {
     log.SetCaller(*caller);
   }
-  return log.Finish(absl::ResourceExhaustedError(
-      absl::StrCat("too many reads are waiting for the disk (", kMaxQueuedReads,
-                   " queued for the daemon's ", kReaderThreads,
-                   " reader threads); retry with backoff")));
+  return log.Finish(why);
 }
 
 grpc::ServerUnaryReactor* ArtifactServiceImpl::GetKvcacheNumBlocks(
@@ -503,18 +508,34 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
 }
 
 grpc::ServerUnaryReactor* ArtifactServiceImpl::DescribeArtifact(
-    grpc::CallbackServerContext* context,
-    const v1::DescribeArtifactRequest* req,
-    v1::DescribeArtifactResponse* resp) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* reply) {
+  // Kept by the read, which may wait for a reader thread.
+  auto req = std::make_shared<v1::DescribeArtifactRequest>();
+  grpc::ByteBuffer bytes(*request);  // the slices' references: no copy
+  if (grpc::Status parsed =
+          grpc::SerializationTraits<v1::DescribeArtifactRequest>::Deserialize(
+              &bytes, req.get());
+      !parsed.ok()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(
+        Refuse(context, "DescribeArtifact", "",
+               absl::InvalidArgumentError(absl::StrCat(
+                   "the request is not a DescribeArtifactRequest (",
+                   parsed.error_message(),
+                   "); use the stubs generated from "
+                   "proto/rbln/artifact/v1/artifact_service.proto"))));
+    return reactor;
+  }
   return ServeRead(context, "DescribeArtifact", req->artifact(),
-                   [this, context, req, resp](ReadMode mode) {
-                     return Describe(context, *req, resp, mode);
+                   [this, context, req, reply](ReadMode mode) {
+                     return Describe(context, *req, reply, mode);
                    });
 }
 
 std::optional<grpc::Status> ArtifactServiceImpl::Describe(
     grpc::ServerContextBase* context, const v1::DescribeArtifactRequest& req,
-    v1::DescribeArtifactResponse* resp, ReadMode mode) {
+    grpc::ByteBuffer* reply, ReadMode mode) {
   // The memory plan asks the device provider, which may run a probe.
   if (mode == ReadMode::kCachedOnly && !dram_->AnswersWithoutWaiting()) {
     return std::nullopt;
@@ -529,7 +550,23 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
       req.artifact(), {.verify_payload = req.verify_payload()}, mode);
   if (!read.ok()) return log.Finish(read.status());
   if (*read == nullptr) return std::nullopt;  // not cached
-  const Artifact* artifact = read->get();
+  const absl::StatusOr<DramChoice> device = store_->DeviceFor(**read);
+  std::optional<grpc::Slice> made = describe_replies_.Find(*read, name, device);
+  if (!made.has_value()) {
+    v1::DescribeArtifactResponse resp;
+    FillDescription(*read, name, device, &resp);
+    made = grpc::Slice(resp.SerializeAsString());
+    describe_replies_.Insert(*read, name, device, *made);
+  }
+  *reply = grpc::ByteBuffer(&*made, 1);
+  return log.Finish(absl::OkStatus());
+}
+
+void ArtifactServiceImpl::FillDescription(
+    const std::shared_ptr<const Artifact>& read, const std::string& name,
+    const absl::StatusOr<DramChoice>& device,
+    v1::DescribeArtifactResponse* resp) {
+  const Artifact* artifact = read.get();
   const RblnConfig& config = artifact->config();
   resp->set_artifact(name);  // canonical: the read succeeded
   resp->set_cls_name(config.cls_name);
@@ -570,27 +607,25 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
         "submodules, top-level graphs) need device memory too when they "
         "share the device")));
   }
-  absl::StatusOr<DramChoice> device = store_->DeviceFor(*artifact);
   if (!device.ok()) {
     resp->add_warnings(
         WireText(absl::StrCat("no memory plan: ", device.status().message())));
-    return log.Finish(absl::OkStatus());
+    return;
   }
   resp->set_dram_source(device->source);
   for (const std::string& warning : device->warnings)
     resp->add_warnings(WireText(warning));
   absl::StatusOr<std::shared_ptr<const MemoryPlan>> plan =
-      plans_.Plan(*read, device->spec);
+      plans_.Plan(read, device->spec);
   if (!plan.ok()) {
     resp->add_warnings(
         WireText(absl::StrCat("no memory plan: ", plan.status().message())));
-    return log.Finish(absl::OkStatus());
+    return;
   }
   for (const BucketFit& b : (*plan)->buckets) {
     FillBucket(b, resp->add_buckets());
   }
   resp->set_max_fitting_num_blocks((*plan)->max_fitting_num_blocks);
-  return log.Finish(absl::OkStatus());
 }
 
 grpc::Status ArtifactServiceImpl::ListArtifacts(

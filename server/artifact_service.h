@@ -31,6 +31,7 @@
 #include "core/thread_pool.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
 #include "server/auth.h"
+#include "server/describe_replies.h"
 
 namespace rbln {
 
@@ -50,10 +51,11 @@ struct ServerFacts {
 // (core/format/artifact_cache.h) holds the answer, else on a small pool of
 // the service's own, so that a read that waits for the disk or a codec never
 // holds up gRPC's threads (a read that finds kMaxQueuedReads waiting for the
-// pool is refused). The other calls are synchronous.
+// pool is refused). Describe is a raw one: its replies are sent as bytes
+// made once (describe_replies.h). The other calls are synchronous.
 using ArtifactServiceBase =
     v1::ArtifactService::WithCallbackMethod_GetKvcacheNumBlocks<
-        v1::ArtifactService::WithCallbackMethod_DescribeArtifact<
+        v1::ArtifactService::WithRawCallbackMethod_DescribeArtifact<
             v1::ArtifactService::Service>>;
 
 class ArtifactServiceImpl final : public ArtifactServiceBase {
@@ -87,10 +89,10 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   grpc::Status FitMemoryBudget(grpc::ServerContext* context,
                                const v1::FitMemoryBudgetRequest* req,
                                v1::ResizeResponse* resp) override;
+  // A DescribeArtifactRequest in, a DescribeArtifactResponse out.
   grpc::ServerUnaryReactor* DescribeArtifact(
-      grpc::CallbackServerContext* context,
-      const v1::DescribeArtifactRequest* req,
-      v1::DescribeArtifactResponse* resp) override;
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+      grpc::ByteBuffer* reply) override;
   grpc::Status ListArtifacts(grpc::ServerContext* context,
                              const v1::ListArtifactsRequest* req,
                              v1::ListArtifactsResponse* resp) override;
@@ -132,25 +134,30 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   // and when it returns nullopt (it would have to read or wait),
   // `handler(ReadMode::kMayRead)` on readers_, which must answer. When
   // kMaxQueuedReads reads already wait there, the call is refused instead
-  // (RefuseRead, logged as `method` of `artifact`).
+  // (Refuse, logged as `method` of `artifact`).
   template <typename Handler>
   grpc::ServerUnaryReactor* ServeRead(grpc::CallbackServerContext* context,
                                       absl::string_view method,
                                       const std::string& artifact,
                                       Handler handler);
-  // RESOURCE_EXHAUSTED for a read that found kMaxQueuedReads waiting,
-  // logged and marked like every reply.
-  grpc::Status RefuseRead(grpc::ServerContextBase* context,
-                          absl::string_view method,
-                          const std::string& artifact);
+  // `why` (not OK) for a call refused before its handler runs (a read that
+  // found kMaxQueuedReads waiting, a request that does not parse), logged
+  // with its caller and marked like every reply.
+  grpc::Status Refuse(grpc::ServerContextBase* context,
+                      absl::string_view method, const std::string& artifact,
+                      const absl::Status& why);
   std::optional<grpc::Status> Get(grpc::ServerContextBase* context,
                                   const v1::GetKvcacheNumBlocksRequest& req,
                                   v1::GetKvcacheNumBlocksResponse* resp,
                                   ReadMode mode);
   std::optional<grpc::Status> Describe(grpc::ServerContextBase* context,
                                        const v1::DescribeArtifactRequest& req,
-                                       v1::DescribeArtifactResponse* resp,
-                                       ReadMode mode);
+                                       grpc::ByteBuffer* reply, ReadMode mode);
+  // Describe's reply for `artifact`, read as `name`, on `device`.
+  void FillDescription(const std::shared_ptr<const Artifact>& artifact,
+                       const std::string& name,
+                       const absl::StatusOr<DramChoice>& device,
+                       v1::DescribeArtifactResponse* resp);
 
   // Runs a Set or Fit: admission, progress tracking, the store call, and the
   // reply.
@@ -191,6 +198,8 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   ThreadPool readers_{kReaderThreads};
   // Describe's memory plans, made once per artifact read and device.
   PlanCache plans_;
+  // Describe's replies, serialized once per artifact read, name and device.
+  DescribeReplies describe_replies_;
 
   mutable absl::Mutex mu_;
   int active_writes_ ABSL_GUARDED_BY(mu_) = 0;

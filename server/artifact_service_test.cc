@@ -1,5 +1,5 @@
 // ArtifactServiceImpl in-process (a real store, an in-process gRPC channel):
-// the bound on reads waiting for the reader threads.
+// the bound on reads waiting for the reader threads, and Describe's replies.
 #include "server/artifact_service.h"
 
 #include <memory>
@@ -14,11 +14,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/device/device_spec.h"
 #include "core/device/dram.h"
 #include "core/env.h"
 #include "core/store/store.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "rbln/artifact/v1/reply_metadata.h"
@@ -43,8 +45,13 @@ struct Call {
   grpc::Status status;
 };
 
-class ReadQueueTest : public ::testing::Test {
+// The service over a store holding the synthetic artifact "tiny", served
+// in-process, its request log kept in log_.
+class InProcessServiceTest : public ::testing::Test {
  protected:
+  // What the store is opened with.
+  virtual StoreOptions Options() = 0;
+
   void SetUp() override {
     // The request log, to read back.
     previous_logger_ = spdlog::default_logger();
@@ -55,18 +62,8 @@ class ReadQueueTest : public ::testing::Test {
     absl::StatusOr<SynthResult> made =
         WriteSyntheticArtifact(Env::Default(), spec, tmp_.Join("tiny"));
     ASSERT_TRUE(made.ok()) << made.status();
-    StoreOptions options;
-    // A read that reaches the device waits here until Release(): it stands
-    // for one that waits for the disk, and holds its reader thread.
-    options.device_resolver =
-        [this](const Artifact&) -> absl::StatusOr<DramChoice> {
-      absl::MutexLock lock(&mu_);
-      ++holding_;
-      mu_.Await(absl::Condition(&released_));
-      return absl::UnavailableError("no device in this test");
-    };
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-        ArtifactStore::Open(tmp_.path(), std::move(options));
+        ArtifactStore::Open(tmp_.path(), Options());
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     absl::StatusOr<std::unique_ptr<Authenticator>> auth =
@@ -80,16 +77,49 @@ class ReadQueueTest : public ::testing::Test {
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
-    stub_ = v1::ArtifactService::NewStub(
-        server_->InProcessChannel(grpc::ChannelArguments()));
+    channel_ = server_->InProcessChannel(grpc::ChannelArguments());
+    stub_ = v1::ArtifactService::NewStub(channel_);
   }
 
   void TearDown() override {
-    Release();
     if (server_ != nullptr) server_->Shutdown();
     server_.reset();
     service_.reset();
     spdlog::set_default_logger(previous_logger_);
+  }
+
+  rbln::testing::TempDir tmp_;
+  std::ostringstream log_;
+  std::shared_ptr<spdlog::logger> previous_logger_;
+  std::unique_ptr<ArtifactStore> store_;
+  std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<DramProvider> dram_;
+  std::unique_ptr<ArtifactServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::ArtifactService::Stub> stub_;
+};
+
+// The bound on reads waiting for the reader threads.
+class ReadQueueTest : public InProcessServiceTest {
+ protected:
+  StoreOptions Options() override {
+    StoreOptions options;
+    // A read that reaches the device waits here until Release(): it stands
+    // for one that waits for the disk, and holds its reader thread.
+    options.device_resolver =
+        [this](const Artifact&) -> absl::StatusOr<DramChoice> {
+      absl::MutexLock lock(&mu_);
+      ++holding_;
+      mu_.Await(absl::Condition(&released_));
+      return absl::UnavailableError("no device in this test");
+    };
+    return options;
+  }
+
+  void TearDown() override {
+    Release();
+    InProcessServiceTest::TearDown();
   }
 
   // Starts a Describe of "tiny" that checks every payload: never answered
@@ -122,20 +152,11 @@ class ReadQueueTest : public ::testing::Test {
     released_ = true;
   }
 
-  rbln::testing::TempDir tmp_;
-  std::ostringstream log_;
-  std::shared_ptr<spdlog::logger> previous_logger_;
   absl::Mutex mu_;
   bool released_ ABSL_GUARDED_BY(mu_) = false;
   int holding_ ABSL_GUARDED_BY(mu_) = 0;   // reads in the device resolver
   int finished_ ABSL_GUARDED_BY(mu_) = 0;  // calls that have their status
   std::vector<std::unique_ptr<Call>> calls_;
-  std::unique_ptr<ArtifactStore> store_;
-  std::unique_ptr<Authenticator> auth_;
-  std::unique_ptr<DramProvider> dram_;
-  std::unique_ptr<ArtifactServiceImpl> service_;
-  std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<v1::ArtifactService::Stub> stub_;
 };
 
 TEST_F(ReadQueueTest, ReadsBeyondTheQueueAreRefusedTheOthersAnswered) {
@@ -192,6 +213,141 @@ TEST_F(ReadQueueTest, ReadsBeyondTheQueueAreRefusedTheOthersAnswered) {
     EXPECT_THAT(line, HasSubstr("error=\"too many reads are waiting"));
   }
   EXPECT_EQ(logged, kRefused) << log_.str();
+}
+
+// Describe sends a reply made once for the artifact read, its name and the
+// device (server/describe_replies.h): what changes any of them changes the
+// reply.
+class DescribeReplyTest : public InProcessServiceTest {
+ protected:
+  StoreOptions Options() override {
+    StoreOptions options;
+    // Every read is kept at once, so that the second Describe is the
+    // cache's.
+    options.artifact_cache_racy_window = absl::ZeroDuration();
+    options.device_resolver =
+        [this](const Artifact&) -> absl::StatusOr<DramChoice> {
+      absl::MutexLock lock(&mu_);
+      return choice_;
+    };
+    return options;
+  }
+
+  void SetUp() override {
+    absl::StatusOr<DeviceSpec> spec = LookupDeviceSpec("RBLN-CA12");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    choice_ = DramChoice{*spec, "the first device", {}};
+    InProcessServiceTest::SetUp();
+  }
+
+  v1::DescribeArtifactResponse Describe(const std::string& name = "tiny") {
+    grpc::ClientContext context;
+    v1::DescribeArtifactRequest request;
+    request.set_artifact(name);
+    v1::DescribeArtifactResponse reply;
+    grpc::Status status = stub_->DescribeArtifact(&context, request, &reply);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return reply;
+  }
+
+  void SetChoice(absl::StatusOr<DramChoice> choice) {
+    absl::MutexLock lock(&mu_);
+    choice_ = std::move(choice);
+  }
+
+  absl::Mutex mu_;
+  absl::StatusOr<DramChoice> choice_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(DescribeReplyTest, TheSameReadIsTheSameReply) {
+  const v1::DescribeArtifactResponse first = Describe();
+  ASSERT_EQ(first.artifact(), "tiny");
+  EXPECT_EQ(first.dram_source(), "the first device");
+  ASSERT_GT(first.buckets_size(), 0);
+  ASSERT_GT(first.graphs_size(), 0);
+  EXPECT_GT(first.max_fitting_num_blocks(), 0u);
+  // Twice more from the cache: the same bytes, every field there.
+  EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
+  EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
+  // Asked by another spelling of its name: the canonical name still.
+  EXPECT_EQ(Describe("./tiny/").artifact(), "tiny");
+}
+
+TEST_F(DescribeReplyTest, AnotherDeviceIsANewReply) {
+  const v1::DescribeArtifactResponse first = Describe();
+  ASSERT_GT(first.buckets_size(), 0);
+  absl::StatusOr<DeviceSpec> spec = LookupDeviceSpec("RBLN-CA12");
+  ASSERT_TRUE(spec.ok());
+  spec->total_bytes_per_node /= 2;
+  SetChoice(DramChoice{*spec, "a smaller device", {"a warning"}});
+  const v1::DescribeArtifactResponse smaller = Describe();
+  EXPECT_EQ(smaller.dram_source(), "a smaller device");
+  ASSERT_EQ(smaller.warnings_size(), 1);
+  EXPECT_EQ(smaller.warnings(0), "a warning");
+  ASSERT_EQ(smaller.buckets_size(), first.buckets_size());
+  EXPECT_LT(smaller.buckets(0).available_bytes(),
+            first.buckets(0).available_bytes());
+  // No device at all: no plan, and the reason.
+  SetChoice(absl::UnavailableError("rbln-smi found no device"));
+  const v1::DescribeArtifactResponse none = Describe();
+  EXPECT_EQ(none.buckets_size(), 0);
+  ASSERT_EQ(none.warnings_size(), 1);
+  EXPECT_EQ(none.warnings(0), "no memory plan: rbln-smi found no device");
+  // And back: the first reply again.
+  absl::StatusOr<DeviceSpec> back = LookupDeviceSpec("RBLN-CA12");
+  ASSERT_TRUE(back.ok());
+  SetChoice(DramChoice{*back, "the first device", {}});
+  EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
+}
+
+TEST_F(DescribeReplyTest, AChangedArtifactIsANewReply) {
+  const v1::DescribeArtifactResponse first = Describe();
+  const uint64_t target = first.kvcache_num_blocks() - 1;
+  ASSERT_GE(target, first.num_min_blocks());
+  WriteRequest request;
+  request.name = "tiny";
+  request.target = target;
+  absl::StatusOr<WriteResult> written = store_->Write(request);
+  ASSERT_TRUE(written.ok()) << written.status();
+  const v1::DescribeArtifactResponse after = Describe();
+  EXPECT_EQ(after.kvcache_num_blocks(), target);
+  EXPECT_EQ(after.compiled_num_blocks(), first.compiled_num_blocks());
+}
+
+TEST_F(DescribeReplyTest, BytesThatAreNoRequestAreRefusedAndLogged) {
+  // A request that protobuf cannot parse (a field 1 of length 100 in 3
+  // bytes), sent as bytes on a generic stub.
+  grpc::GenericStub generic(channel_);
+  grpc::ClientContext context;
+  const std::string garbage("\x0a\x64\x61", 3);
+  grpc::Slice slice(garbage);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer reply;
+  absl::Mutex mu;
+  bool done = false;
+  grpc::Status status;
+  generic.UnaryCall(&context,
+                    "/rbln.artifact.v1.ArtifactService/DescribeArtifact",
+                    grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
+                      absl::MutexLock lock(&mu);
+                      status = std::move(s);
+                      done = true;
+                    });
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&done), kWaitLimit));
+  }
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("the request is not a DescribeArtifactRequest"));
+  const auto& trailers = context.GetServerTrailingMetadata();
+  EXPECT_NE(trailers.find(v1::kReplyMetadataKey), trailers.end());
+  // The service still answers.
+  EXPECT_EQ(Describe().artifact(), "tiny");
+  server_->Shutdown();
+  EXPECT_THAT(log_.str(), HasSubstr("method=DescribeArtifact artifact=\"\" "
+                                    "caller=\"anonymous\" role=reader "
+                                    "outcome=INVALID_ARGUMENT"));
 }
 
 }  // namespace

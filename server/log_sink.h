@@ -42,9 +42,12 @@ class BatchingLogSink final : public spdlog::sinks::sink {
   struct Options {
     int fd = 2;  // not owned
     // Short enough not to be seen by a person reading the journal, long
-    // enough for tens of requests' lines at full load. Zero: every line is
-    // written before log() returns.
-    absl::Duration linger = absl::Milliseconds(1);
+    // enough for hundreds of requests' lines at full load: each batch wakes
+    // the background thread, which then preempts a gRPC thread (at 1 ms,
+    // a fifth of bench/run's row 5 throughput on 2 cores; see
+    // docs/performance.md). Zero: every line is written before log()
+    // returns.
+    absl::Duration linger = absl::Milliseconds(10);
     // Written at once beyond this: a write of a few pipe buffers.
     size_t max_batch_bytes = size_t{64} << 10;
     spdlog::level::level_enum write_through = spdlog::level::warn;

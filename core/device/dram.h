@@ -30,6 +30,10 @@ struct DramChoice {
   DeviceSpec spec;
   std::string source;  // e.g. "spec table: RBLN-CA (16 GiB - 288 MiB)"
   std::vector<std::string> warnings;
+
+  friend bool operator==(const DramChoice& a, const DramChoice& b) {
+    return a.spec == b.spec && a.source == b.source && a.warnings == b.warnings;
+  }
 };
 
 struct DeviceEntry {
