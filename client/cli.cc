@@ -440,8 +440,9 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
     return UsageError("--output-dir must not be empty");
   }
   // The request's strings are proto3 strings: the daemon could not even
-  // parse a request with other bytes, and would answer with a bare
-  // INTERNAL error. Say so here instead, with the bytes escaped.
+  // parse a request with other bytes, and would refuse it without naming
+  // the flag (docs/security.md). Say so here instead, with the bytes
+  // escaped.
   for (const auto& [opt, value] :
        {std::pair{f.model_id_opt, &f.model_id},
         std::pair{f.output_dir_opt, &f.output_dir}}) {

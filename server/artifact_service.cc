@@ -127,6 +127,72 @@ void FillRoots(const ArtifactStore& store, std::string* store_root,
   }
 }
 
+// Describe's reply for `artifact`, read as `name`, on `device`, with `plan`
+// (the device's error when there is no device). Nothing else may go into
+// it: the reply is kept and sent again while these are the same
+// (describe_replies.h).
+void FillDescription(
+    const Artifact* artifact, const std::string& name,
+    const absl::StatusOr<DramChoice>& device,
+    const absl::StatusOr<std::shared_ptr<const MemoryPlan>>& plan,
+    v1::DescribeArtifactResponse* resp) {
+  const RblnConfig& config = artifact->config();
+  resp->set_artifact(name);  // canonical: the read succeeded
+  resp->set_cls_name(config.cls_name);
+  resp->set_npu(artifact->npu());
+  resp->set_num_nodes(artifact->num_nodes());
+  resp->set_chiplets_per_node(artifact->buckets_per_node());
+  resp->set_memory_per_node(artifact->granularity() ==
+                            BucketGranularity::kNode);
+  resp->set_submodule(artifact->submodule());
+  resp->set_attn_impl(config.attn_impl);
+  resp->set_max_seq_len(config.max_seq_len);
+  resp->set_kvcache_block_size(config.kvcache_block_size);
+  resp->set_batch_size(config.batch_size);
+  resp->set_kvcache_num_blocks(artifact->current_num_blocks());
+  resp->set_compiled_num_blocks(artifact->compiled_num_blocks());
+  resp->set_num_full_blocks(config.NumFullBlocks());
+  resp->set_num_min_blocks(config.NumMinBlocks());
+  for (const KvTensor& t : artifact->kv_tensors()) {
+    if (t.resizable) {
+      resp->set_resizable_kv_tensors(resp->resizable_kv_tensors() + 1);
+    } else {
+      resp->set_fixed_kv_tensors(resp->fixed_kv_tensors() + 1);
+    }
+  }
+  for (const ContainerFile& file : artifact->containers()) {
+    v1::GraphInfo* graph = resp->add_graphs();
+    graph->set_compiled_model_name(file.graph_name());
+    graph->set_file_name(file.file_name);
+    graph->set_payload_bytes(file.facts->payload_bytes);
+    graph->set_file_bytes(file.stat.size);
+    graph->set_codec(file.codec->name());
+  }
+  if (!artifact->submodule().empty()) {
+    resp->add_warnings(WireText(absl::StrCat(
+        "the memory plan and fits count the decoder's graphs only (",
+        artifact->submodule(),
+        "/), as optimum-rbln's fit does; the artifact's other graphs (other "
+        "submodules, top-level graphs) need device memory too when they "
+        "share the device")));
+  }
+  if (device.ok()) {
+    resp->set_dram_source(device->source);
+    for (const std::string& warning : device->warnings) {
+      resp->add_warnings(WireText(warning));
+    }
+  }
+  if (!plan.ok()) {
+    resp->add_warnings(
+        WireText(absl::StrCat("no memory plan: ", plan.status().message())));
+    return;
+  }
+  for (const BucketFit& b : (*plan)->buckets) {
+    FillBucket(b, resp->add_buckets());
+  }
+  resp->set_max_fitting_num_blocks((*plan)->max_fitting_num_blocks);
+}
+
 }  // namespace
 
 // One log line per request (logfmt, or JSON: server/log_format.h), logged when
@@ -513,18 +579,16 @@ grpc::ServerUnaryReactor* ArtifactServiceImpl::DescribeArtifact(
   // Kept by the read, which may wait for a reader thread.
   auto req = std::make_shared<v1::DescribeArtifactRequest>();
   grpc::ByteBuffer bytes(*request);  // the slices' references: no copy
-  if (grpc::Status parsed =
-          grpc::SerializationTraits<v1::DescribeArtifactRequest>::Deserialize(
-              &bytes, req.get());
-      !parsed.ok()) {
+  if (!grpc::SerializationTraits<v1::DescribeArtifactRequest>::Deserialize(
+           &bytes, req.get())
+           .ok()) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(
-        Refuse(context, "DescribeArtifact", "",
-               absl::InvalidArgumentError(absl::StrCat(
-                   "the request is not a DescribeArtifactRequest (",
-                   parsed.error_message(),
-                   "); use the stubs generated from "
-                   "proto/rbln/artifact/v1/artifact_service.proto"))));
+    reactor->Finish(Refuse(
+        context, "DescribeArtifact", "",
+        absl::InvalidArgumentError(
+            "the request's bytes are not a DescribeArtifactRequest (a string "
+            "that is not UTF-8, or not protobuf at all); use the stubs "
+            "generated from proto/rbln/artifact/v1/artifact_service.proto")));
     return reactor;
   }
   return ServeRead(context, "DescribeArtifact", req->artifact(),
@@ -553,79 +617,22 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
   const absl::StatusOr<DramChoice> device = store_->DeviceFor(**read);
   std::optional<grpc::Slice> made = describe_replies_.Find(*read, name, device);
   if (!made.has_value()) {
+    const absl::StatusOr<std::shared_ptr<const MemoryPlan>> plan =
+        device.ok() ? plans_.Plan(*read, device->spec)
+                    : absl::StatusOr<std::shared_ptr<const MemoryPlan>>(
+                          device.status());
     v1::DescribeArtifactResponse resp;
-    FillDescription(*read, name, device, &resp);
+    FillDescription(read->get(), name, device, plan, &resp);
     made = grpc::Slice(resp.SerializeAsString());
-    describe_replies_.Insert(*read, name, device, *made);
+    // Only an artifact the cache holds is answered on this thread
+    // (ServeRead); one read from the files here (a miss, a verify_payload)
+    // is a new object at every call, whose reply would only take room.
+    if (mode == ReadMode::kCachedOnly) {
+      describe_replies_.Insert(*read, name, device, *made);
+    }
   }
   *reply = grpc::ByteBuffer(&*made, 1);
   return log.Finish(absl::OkStatus());
-}
-
-void ArtifactServiceImpl::FillDescription(
-    const std::shared_ptr<const Artifact>& read, const std::string& name,
-    const absl::StatusOr<DramChoice>& device,
-    v1::DescribeArtifactResponse* resp) {
-  const Artifact* artifact = read.get();
-  const RblnConfig& config = artifact->config();
-  resp->set_artifact(name);  // canonical: the read succeeded
-  resp->set_cls_name(config.cls_name);
-  resp->set_npu(artifact->npu());
-  resp->set_num_nodes(artifact->num_nodes());
-  resp->set_chiplets_per_node(artifact->buckets_per_node());
-  resp->set_memory_per_node(artifact->granularity() ==
-                            BucketGranularity::kNode);
-  resp->set_submodule(artifact->submodule());
-  resp->set_attn_impl(config.attn_impl);
-  resp->set_max_seq_len(config.max_seq_len);
-  resp->set_kvcache_block_size(config.kvcache_block_size);
-  resp->set_batch_size(config.batch_size);
-  resp->set_kvcache_num_blocks(artifact->current_num_blocks());
-  resp->set_compiled_num_blocks(artifact->compiled_num_blocks());
-  resp->set_num_full_blocks(config.NumFullBlocks());
-  resp->set_num_min_blocks(config.NumMinBlocks());
-  for (const KvTensor& t : artifact->kv_tensors()) {
-    if (t.resizable) {
-      resp->set_resizable_kv_tensors(resp->resizable_kv_tensors() + 1);
-    } else {
-      resp->set_fixed_kv_tensors(resp->fixed_kv_tensors() + 1);
-    }
-  }
-  for (const ContainerFile& file : artifact->containers()) {
-    v1::GraphInfo* graph = resp->add_graphs();
-    graph->set_compiled_model_name(file.graph_name());
-    graph->set_file_name(file.file_name);
-    graph->set_payload_bytes(file.facts->payload_bytes);
-    graph->set_file_bytes(file.stat.size);
-    graph->set_codec(file.codec->name());
-  }
-  if (!artifact->submodule().empty()) {
-    resp->add_warnings(WireText(absl::StrCat(
-        "the memory plan and fits count the decoder's graphs only (",
-        artifact->submodule(),
-        "/), as optimum-rbln's fit does; the artifact's other graphs (other "
-        "submodules, top-level graphs) need device memory too when they "
-        "share the device")));
-  }
-  if (!device.ok()) {
-    resp->add_warnings(
-        WireText(absl::StrCat("no memory plan: ", device.status().message())));
-    return;
-  }
-  resp->set_dram_source(device->source);
-  for (const std::string& warning : device->warnings)
-    resp->add_warnings(WireText(warning));
-  absl::StatusOr<std::shared_ptr<const MemoryPlan>> plan =
-      plans_.Plan(read, device->spec);
-  if (!plan.ok()) {
-    resp->add_warnings(
-        WireText(absl::StrCat("no memory plan: ", plan.status().message())));
-    return;
-  }
-  for (const BucketFit& b : (*plan)->buckets) {
-    FillBucket(b, resp->add_buckets());
-  }
-  resp->set_max_fitting_num_blocks((*plan)->max_fitting_num_blocks);
 }
 
 grpc::Status ArtifactServiceImpl::ListArtifacts(

@@ -116,6 +116,8 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   // One line per request still running ("SetKvcacheNumBlocks
   // artifact=\"a\" for 12.3 s"), for the log of a forced exit.
   std::vector<std::string> DescribeRunning() const;
+  // Describe's kept replies (their count and hits, for tests).
+  const DescribeReplies& describe_replies() const { return describe_replies_; }
 
  private:
   class RequestLog;
@@ -153,11 +155,6 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   std::optional<grpc::Status> Describe(grpc::ServerContextBase* context,
                                        const v1::DescribeArtifactRequest& req,
                                        grpc::ByteBuffer* reply, ReadMode mode);
-  // Describe's reply for `artifact`, read as `name`, on `device`.
-  void FillDescription(const std::shared_ptr<const Artifact>& artifact,
-                       const std::string& name,
-                       const absl::StatusOr<DramChoice>& device,
-                       v1::DescribeArtifactResponse* resp);
 
   // Runs a Set or Fit: admission, progress tracking, the store call, and the
   // reply.
@@ -194,12 +191,13 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   const int max_concurrent_writes_;
   const ServerFacts facts_;
   std::atomic<bool> stopping_{false};
-  // Reads that could not be answered from the cache (ServeRead).
-  ThreadPool readers_{kReaderThreads};
   // Describe's memory plans, made once per artifact read and device.
   PlanCache plans_;
   // Describe's replies, serialized once per artifact read, name and device.
   DescribeReplies describe_replies_;
+  // Reads that could not be answered from the cache (ServeRead). Declared
+  // after what they use, so that it is destroyed (joined) first.
+  ThreadPool readers_{kReaderThreads};
 
   mutable absl::Mutex mu_;
   int active_writes_ ABSL_GUARDED_BY(mu_) = 0;

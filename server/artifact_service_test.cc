@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -236,14 +237,16 @@ class DescribeReplyTest : public InProcessServiceTest {
   void SetUp() override {
     absl::StatusOr<DeviceSpec> spec = LookupDeviceSpec("RBLN-CA12");
     ASSERT_TRUE(spec.ok()) << spec.status();
-    choice_ = DramChoice{*spec, "the first device", {}};
+    SetChoice(DramChoice{*spec, "the first device", {}});
     InProcessServiceTest::SetUp();
   }
 
-  v1::DescribeArtifactResponse Describe(const std::string& name = "tiny") {
+  v1::DescribeArtifactResponse Describe(const std::string& name = "tiny",
+                                        bool verify_payload = false) {
     grpc::ClientContext context;
     v1::DescribeArtifactRequest request;
     request.set_artifact(name);
+    request.set_verify_payload(verify_payload);
     v1::DescribeArtifactResponse reply;
     grpc::Status status = stub_->DescribeArtifact(&context, request, &reply);
     EXPECT_TRUE(status.ok()) << status.error_message();
@@ -266,11 +269,27 @@ TEST_F(DescribeReplyTest, TheSameReadIsTheSameReply) {
   ASSERT_GT(first.buckets_size(), 0);
   ASSERT_GT(first.graphs_size(), 0);
   EXPECT_GT(first.max_fitting_num_blocks(), 0u);
-  // Twice more from the cache: the same bytes, every field there.
+  // The first read came from the files, the second from the artifact
+  // cache, which made the reply kept; the third is that reply, the same
+  // bytes.
   EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
+  EXPECT_EQ(service_->describe_replies().hits(), 0u);
   EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
+  EXPECT_EQ(service_->describe_replies().hits(), 1u);
   // Asked by another spelling of its name: the canonical name still.
   EXPECT_EQ(Describe("./tiny/").artifact(), "tiny");
+  EXPECT_EQ(service_->describe_replies().hits(), 2u);
+  EXPECT_EQ(service_->describe_replies().size(), 1u);
+}
+
+TEST_F(DescribeReplyTest, AVerifiedReadIsNotKept) {
+  // Each reads every payload again: a new object every time, whose reply
+  // would only take room.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Describe("tiny", /*verify_payload=*/true).artifact(), "tiny");
+  }
+  EXPECT_EQ(service_->describe_replies().size(), 0u);
+  EXPECT_EQ(service_->describe_replies().hits(), 0u);
 }
 
 TEST_F(DescribeReplyTest, AnotherDeviceIsANewReply) {
@@ -293,11 +312,13 @@ TEST_F(DescribeReplyTest, AnotherDeviceIsANewReply) {
   EXPECT_EQ(none.buckets_size(), 0);
   ASSERT_EQ(none.warnings_size(), 1);
   EXPECT_EQ(none.warnings(0), "no memory plan: rbln-smi found no device");
-  // And back: the first reply again.
+  // And back: the first reply again (made again: one artifact, one reply).
   absl::StatusOr<DeviceSpec> back = LookupDeviceSpec("RBLN-CA12");
   ASSERT_TRUE(back.ok());
   SetChoice(DramChoice{*back, "the first device", {}});
   EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
+  EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
+  EXPECT_EQ(service_->describe_replies().hits(), 1u);
 }
 
 TEST_F(DescribeReplyTest, AChangedArtifactIsANewReply) {
@@ -315,39 +336,52 @@ TEST_F(DescribeReplyTest, AChangedArtifactIsANewReply) {
 }
 
 TEST_F(DescribeReplyTest, BytesThatAreNoRequestAreRefusedAndLogged) {
-  // A request that protobuf cannot parse (a field 1 of length 100 in 3
-  // bytes), sent as bytes on a generic stub.
-  grpc::GenericStub generic(channel_);
-  grpc::ClientContext context;
-  const std::string garbage("\x0a\x64\x61", 3);
-  grpc::Slice slice(garbage);
-  grpc::ByteBuffer request(&slice, 1);
-  grpc::ByteBuffer reply;
-  absl::Mutex mu;
-  bool done = false;
-  grpc::Status status;
-  generic.UnaryCall(&context,
-                    "/rbln.artifact.v1.ArtifactService/DescribeArtifact",
-                    grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
-                      absl::MutexLock lock(&mu);
-                      status = std::move(s);
-                      done = true;
-                    });
-  {
-    absl::MutexLock lock(&mu);
-    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&done), kWaitLimit));
+  // Requests that protobuf cannot parse, sent as bytes on a generic stub: a
+  // field 1 of length 100 in 3 bytes, and an artifact name that is not
+  // UTF-8 (proto3 strings must be).
+  for (const std::string& garbage :
+       {std::string("\x0a\x64\x61", 3), std::string("\x0a\x02\xff\xfe", 4)}) {
+    SCOPED_TRACE(absl::CEscape(garbage));
+    grpc::GenericStub generic(channel_);
+    grpc::ClientContext context;
+    grpc::Slice slice(garbage);
+    grpc::ByteBuffer request(&slice, 1);
+    grpc::ByteBuffer reply;
+    absl::Mutex mu;
+    bool done = false;
+    grpc::Status status;
+    generic.UnaryCall(
+        &context, "/rbln.artifact.v1.ArtifactService/DescribeArtifact",
+        grpc::StubOptions(), &request, &reply, [&](grpc::Status s) {
+          absl::MutexLock lock(&mu);
+          status = std::move(s);
+          done = true;
+        });
+    {
+      absl::MutexLock lock(&mu);
+      ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&done), kWaitLimit));
+    }
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(
+        status.error_message(),
+        HasSubstr("the request's bytes are not a DescribeArtifactRequest (a "
+                  "string that is not UTF-8, or not protobuf at all)"));
+    const auto& trailers = context.GetServerTrailingMetadata();
+    EXPECT_NE(trailers.find(v1::kReplyMetadataKey), trailers.end());
   }
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_THAT(status.error_message(),
-              HasSubstr("the request is not a DescribeArtifactRequest"));
-  const auto& trailers = context.GetServerTrailingMetadata();
-  EXPECT_NE(trailers.find(v1::kReplyMetadataKey), trailers.end());
   // The service still answers.
   EXPECT_EQ(Describe().artifact(), "tiny");
   server_->Shutdown();
-  EXPECT_THAT(log_.str(), HasSubstr("method=DescribeArtifact artifact=\"\" "
-                                    "caller=\"anonymous\" role=reader "
-                                    "outcome=INVALID_ARGUMENT"));
+  int logged = 0;
+  for (absl::string_view line : absl::StrSplit(log_.str(), '\n')) {
+    if (absl::StrContains(line,
+                          "method=DescribeArtifact artifact=\"\" "
+                          "caller=\"anonymous\" role=reader "
+                          "outcome=INVALID_ARGUMENT")) {
+      ++logged;
+    }
+  }
+  EXPECT_EQ(logged, 2) << log_.str();
 }
 
 }  // namespace

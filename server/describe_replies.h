@@ -4,44 +4,51 @@
 // object while the files are unchanged), the canonical name it was asked by,
 // and the device choice it is planned for. So a reply made for the same three
 // is sent again as it is, instead of building a message of some 30 fields,
-// serializing it and freeing it on every call: about a tenth of Check's rate
-// in bench/run's row 5 (docs/performance.md).
+// serializing it and freeing it on every call: a tenth to a fifth of Check's
+// rate in bench/run's row 5 (docs/performance.md).
 //
-// Bounded like PlanCache (core/resize/plan_cache.h): one reply per artifact
-// object, kMaxReplies in all, none of them keeping its artifact alive.
-// Thread-safe.
+// Bounded by bytes (kMaxBytes, LRU): each entry counts its reply, its name,
+// its device choice and the artifact object's allocation, which the entry's
+// weak reference keeps (not the artifact's other memory: it is freed when
+// the last reader lets it go). Thread-safe.
 #ifndef RBLN_SERVER_DESCRIBE_REPLIES_H_
 #define RBLN_SERVER_DESCRIBE_REPLIES_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/device/dram.h"
 #include "core/format/artifact.h"
+#include "core/lru_by_bytes.h"
 #include "grpcpp/support/slice.h"
 
 namespace rbln {
 
 class DescribeReplies {
  public:
-  // More artifacts than a host serves; a reply is under a KiB.
-  static constexpr size_t kMaxReplies = 1024;
+  // Thousands of ordinary replies (under a KiB each); a reply larger than
+  // this (an artifact of thousands of nodes) is made on every call.
+  static constexpr uint64_t kMaxBytes = uint64_t{4} << 20;
 
-  // The reply made for these three, if one is held.
+  // The reply made for these three, if one is held (counted as a hit).
   std::optional<grpc::Slice> Find(
       const std::shared_ptr<const Artifact>& artifact, const std::string& name,
-      const absl::StatusOr<DramChoice>& device) const;
+      const absl::StatusOr<DramChoice>& device);
   // Holds `reply` for these three, in place of the artifact's last one.
+  // Only for an artifact object the artifact cache holds: any other is read
+  // again by the next call, so its reply would only take room.
   void Insert(const std::shared_ptr<const Artifact>& artifact,
               const std::string& name, const absl::StatusOr<DramChoice>& device,
               grpc::Slice reply);
 
   size_t size() const;
+  uint64_t bytes() const;
+  uint64_t hits() const;
 
  private:
   struct Held {
@@ -52,7 +59,8 @@ class DescribeReplies {
   };
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<const Artifact*, Held> replies_ ABSL_GUARDED_BY(mu_);
+  LruByBytes<const Artifact*, Held> replies_ ABSL_GUARDED_BY(mu_){kMaxBytes};
+  uint64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rbln

@@ -1,7 +1,10 @@
+// DescribeReplies: what makes a kept reply found, and its bound.
 #include "server/describe_replies.h"
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "core/device/device_spec.h"
 #include "core/env.h"
@@ -72,28 +75,43 @@ TEST_F(DescribeRepliesTest, FindsTheReplyOfTheSameArtifactNameAndDevice) {
   EXPECT_EQ(replies.size(), 1u);
 }
 
-TEST_F(DescribeRepliesTest, KeepsNoArtifactAliveAndStaysBounded) {
+TEST_F(DescribeRepliesTest, ALaterArtifactAtTheSameAddressIsNotGivenIt) {
   DescribeReplies replies;
-  std::weak_ptr<const Artifact> gone;
-  {
-    auto copy = std::make_shared<const Artifact>(*artifact_);
-    gone = copy;
-    replies.Insert(copy, "a", device_, grpc::Slice(std::string("old")));
-  }
-  EXPECT_TRUE(gone.expired());
-  // Whatever object takes its address next is not given its reply.
-  for (int i = 0; i < 8; ++i) {
-    auto next = std::make_shared<const Artifact>(*artifact_);
-    EXPECT_EQ(Text(replies.Find(next, "a", device_)), "(none)");
-  }
+  // Two owners of one address, as when an artifact is freed and the next
+  // one is made where it was.
+  auto storage = std::make_shared<const Artifact>(*artifact_);
+  auto first = std::make_shared<int>(0);
+  std::shared_ptr<const Artifact> old(first, storage.get());
+  replies.Insert(old, "a", device_, grpc::Slice(std::string("old")));
+  EXPECT_EQ(Text(replies.Find(old, "a", device_)), "old");
+  old.reset();
+  first.reset();
+  auto second = std::make_shared<int>(0);
+  std::shared_ptr<const Artifact> later(second, storage.get());
+  ASSERT_EQ(later.get(), storage.get());
+  EXPECT_EQ(Text(replies.Find(later, "a", device_)), "(none)");
+  EXPECT_EQ(replies.hits(), 1u);
+}
 
+TEST_F(DescribeRepliesTest, StaysWithinItsBytesDroppingTheLeastRecentlyUsed) {
+  DescribeReplies replies;
+  const std::string reply(64 << 10, 'r');
   std::vector<std::shared_ptr<const Artifact>> held;
-  for (size_t i = 0; i < DescribeReplies::kMaxReplies + 10; ++i) {
+  for (uint64_t i = 0; i < 2 * DescribeReplies::kMaxBytes / reply.size(); ++i) {
     held.push_back(std::make_shared<const Artifact>(*artifact_));
-    replies.Insert(held.back(), "a", device_, grpc::Slice(std::string("r")));
-    ASSERT_LE(replies.size(), DescribeReplies::kMaxReplies);
+    replies.Insert(held.back(), "a", device_, grpc::Slice(reply));
+    // The first stays the most recently used.
+    EXPECT_EQ(Text(replies.Find(held.front(), "a", device_)).size(),
+              reply.size());
+    ASSERT_LE(replies.bytes(), DescribeReplies::kMaxBytes);
   }
-  EXPECT_EQ(Text(replies.Find(held.back(), "a", device_)), "r");
+  EXPECT_LT(replies.size(), held.size());
+  EXPECT_EQ(Text(replies.Find(held.back(), "a", device_)).size(), reply.size());
+  EXPECT_EQ(Text(replies.Find(held[1], "a", device_)), "(none)");
+  // A reply beyond the whole bound is not kept.
+  const std::string huge(DescribeReplies::kMaxBytes + 1, 'h');
+  replies.Insert(held[1], "a", device_, grpc::Slice(huge));
+  EXPECT_EQ(Text(replies.Find(held[1], "a", device_)), "(none)");
 }
 
 }  // namespace

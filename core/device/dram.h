@@ -31,6 +31,8 @@ struct DramChoice {
   std::string source;  // e.g. "spec table: RBLN-CA (16 GiB - 288 MiB)"
   std::vector<std::string> warnings;
 
+  // Every field: Describe's kept replies are keyed on the choice
+  // (server/describe_replies.h).
   friend bool operator==(const DramChoice& a, const DramChoice& b) {
     return a.spec == b.spec && a.source == b.source && a.warnings == b.warnings;
   }
