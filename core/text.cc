@@ -1,5 +1,6 @@
 #include "core/text.h"
 
+#include <array>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -9,18 +10,47 @@ namespace rbln {
 
 namespace {
 
-// Escapes `s` byte by byte until the escaped text would pass `max_bytes`.
+// absl::CHexEscape of each byte on its own, made once: escaping appends
+// these instead of escaping (and allocating) byte by byte.
+const std::array<std::string, 256>& ByteEscapes() {
+  static const std::array<std::string, 256>* const escapes = [] {
+    auto* table = new std::array<std::string, 256>;
+    for (int c = 0; c < 256; ++c) {
+      const char byte = static_cast<char>(c);
+      (*table)[c] = absl::CHexEscape(absl::string_view(&byte, 1));
+    }
+    return table;
+  }();
+  return *escapes;
+}
+
+// Appends `s` to `out`, escaped byte by byte, until the escaped text would
+// pass `max_bytes`.
+void AppendEscapedAndCut(absl::string_view s, size_t max_bytes,
+                         std::string* out) {
+  const std::array<std::string, 256>& escapes = ByteEscapes();
+  size_t used = 0;
+  size_t written = 0;
+  // Bytes that stand for themselves are appended a run at a time.
+  size_t run = 0;
+  for (; used < s.size(); ++used) {
+    const std::string& piece = escapes[static_cast<unsigned char>(s[used])];
+    if (written + piece.size() > max_bytes) break;
+    written += piece.size();
+    if (piece.size() == 1) continue;
+    out->append(s.data() + run, used - run);
+    out->append(piece);
+    run = used + 1;
+  }
+  out->append(s.data() + run, used - run);
+  if (used < s.size()) {
+    absl::StrAppend(out, "... (", s.size() - used, " more bytes)");
+  }
+}
+
 std::string EscapeAndCut(absl::string_view s, size_t max_bytes) {
   std::string out;
-  size_t used = 0;
-  for (; used < s.size(); ++used) {
-    const std::string piece = absl::CHexEscape(s.substr(used, 1));
-    if (out.size() + piece.size() > max_bytes) break;
-    out += piece;
-  }
-  if (used < s.size()) {
-    absl::StrAppend(&out, "... (", s.size() - used, " more bytes)");
-  }
+  AppendEscapedAndCut(s, max_bytes, &out);
   return out;
 }
 
@@ -92,7 +122,15 @@ std::string WireText(absl::string_view text, size_t max_bytes) {
 }
 
 std::string LogValue(absl::string_view s, size_t max_bytes) {
-  return absl::StrCat("\"", EscapeAndCut(s, max_bytes), "\"");
+  std::string out;
+  AppendLogValue(s, max_bytes, &out);
+  return out;
+}
+
+void AppendLogValue(absl::string_view s, size_t max_bytes, std::string* out) {
+  out->push_back('"');
+  AppendEscapedAndCut(s, max_bytes, out);
+  out->push_back('"');
 }
 
 }  // namespace rbln

@@ -39,6 +39,8 @@ std::string WireText(absl::string_view text,
 // cut at `max_bytes` of escaped text as Echo cuts.
 std::string LogValue(absl::string_view s,
                      size_t max_bytes = kMaxStatusMessageBytes);
+// The same, appended to `out` (a log line being built).
+void AppendLogValue(absl::string_view s, size_t max_bytes, std::string* out);
 
 }  // namespace rbln
 

@@ -30,11 +30,8 @@ namespace {
 // Over TCP a caller is on another host: it names artifacts relative to the
 // store, or NAME:path in a read-only root; an absolute path means the
 // daemon's file system, which only local callers (the Unix socket) share.
-absl::Status CheckNameForPeer(const grpc::ServerContextBase* context,
-                              absl::string_view name, absl::string_view what) {
-  const std::string peer = context->peer();
-  const bool remote =
-      absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:");
+absl::Status CheckNameForPeer(bool remote, absl::string_view name,
+                              absl::string_view what) {
   if (!remote || !absl::StartsWith(name, "/")) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       what, " ", Echo(name),
@@ -258,7 +255,7 @@ class ArtifactServiceImpl::RequestLog {
       fields.push_back(LogField::Text("error", status.message()));
     }
     LogEvent(status.ok() ? spdlog::level::info : spdlog::level::warn,
-             absl::StrCat(method_, " ", outcome), fields);
+             {method_, " ", outcome}, fields);
     // A change is on record before its reply; a read's line may follow its
     // reply by the sink's linger (server/log_sink.h).
     if (wrote_) spdlog::default_logger_raw()->flush();
@@ -282,6 +279,12 @@ class ArtifactServiceImpl::RequestLog {
 std::string ArtifactServiceImpl::LogName(const std::string& requested) const {
   absl::StatusOr<std::string> name = store_->CanonicalName(requested);
   return name.ok() ? *name : requested;
+}
+
+const std::string& ArtifactServiceImpl::LogName(
+    const absl::StatusOr<ArtifactStore::Located>& at,
+    const std::string& requested) {
+  return at.ok() ? at->name : requested;
 }
 
 ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
@@ -309,7 +312,7 @@ absl::StatusOr<Caller> ArtifactServiceImpl::Authorize(
     }
     return caller;
   }
-  RBLN_RETURN_IF_ERROR(CheckNameForPeer(context, artifact, "artifact"));
+  RBLN_RETURN_IF_ERROR(CheckNameForPeer(caller.remote, artifact, "artifact"));
   if (!artifact.empty()) {
     RBLN_RETURN_IF_ERROR(CheckReadsItself(caller, artifact));
   }
@@ -400,14 +403,17 @@ grpc::ServerUnaryReactor* ArtifactServiceImpl::GetKvcacheNumBlocks(
 std::optional<grpc::Status> ArtifactServiceImpl::Get(
     grpc::ServerContextBase* context, const v1::GetKvcacheNumBlocksRequest& req,
     v1::GetKvcacheNumBlocksResponse* resp, ReadMode mode) {
-  const std::string name = LogName(req.artifact());
+  const absl::StatusOr<ArtifactStore::Located> at =
+      store_->Locate(req.artifact());
+  const std::string& name = LogName(at, req.artifact());
   RequestLog log(this, context, "GetKvcacheNumBlocks", name);
   if (auto auth = Authorize(context, log, /*writes=*/false, req.artifact());
       !auth.ok()) {
     return log.Finish(auth.status());
   }
+  if (!at.ok()) return log.Finish(at.status());
   absl::StatusOr<std::shared_ptr<const ArtifactSummary>> summary =
-      store_->ReadSummary(req.artifact(), mode);
+      store_->ReadSummary(*at, mode);
   if (!summary.ok()) return log.Finish(summary.status());
   if (*summary == nullptr) return std::nullopt;  // not cached
   const RblnConfig& config = (*summary)->config;
@@ -512,9 +518,10 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
                                         WriteRequest request,
                                         const v1::WriteOptions& options,
                                         v1::ResizeResponse* resp) {
-  RBLN_RETURN_IF_ERROR(CheckNameForPeer(context, request.name, "artifact"));
+  const bool remote = IsRemotePeer(context->peer());
+  RBLN_RETURN_IF_ERROR(CheckNameForPeer(remote, request.name, "artifact"));
   RBLN_RETURN_IF_ERROR(
-      CheckNameForPeer(context, options.output_dir(), "output directory"));
+      CheckNameForPeer(remote, options.output_dir(), "output directory"));
   request.output_name = options.output_dir();
   request.replace = options.replace();
   request.dry_run = options.dry_run();
@@ -604,14 +611,17 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
   if (mode == ReadMode::kCachedOnly && !dram_->AnswersWithoutWaiting()) {
     return std::nullopt;
   }
-  const std::string name = LogName(req.artifact());
+  const absl::StatusOr<ArtifactStore::Located> at =
+      store_->Locate(req.artifact());
+  const std::string& name = LogName(at, req.artifact());
   RequestLog log(this, context, "DescribeArtifact", name);
   if (auto auth = Authorize(context, log, /*writes=*/false, req.artifact());
       !auth.ok()) {
     return log.Finish(auth.status());
   }
-  absl::StatusOr<std::shared_ptr<const Artifact>> read = store_->ReadShared(
-      req.artifact(), {.verify_payload = req.verify_payload()}, mode);
+  if (!at.ok()) return log.Finish(at.status());
+  absl::StatusOr<std::shared_ptr<const Artifact>> read =
+      store_->ReadShared(*at, {.verify_payload = req.verify_payload()}, mode);
   if (!read.ok()) return log.Finish(read.status());
   if (*read == nullptr) return std::nullopt;  // not cached
   const absl::StatusOr<DramChoice> device = store_->DeviceFor(**read);

@@ -184,6 +184,10 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
 
   // The store-relative name for logs (the request's text when invalid).
   std::string LogName(const std::string& requested) const;
+  // The same for a name the read resolved already (ArtifactStore::Locate).
+  static const std::string& LogName(
+      const absl::StatusOr<ArtifactStore::Located>& at,
+      const std::string& requested);
 
   ArtifactStore* const store_;
   DramProvider* const dram_;

@@ -307,9 +307,15 @@ Caller Authenticator::LookUpUnixCaller(const UnixPeer& peer) const {
   return caller;
 }
 
+bool IsRemotePeer(absl::string_view peer) {
+  return absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:");
+}
+
 absl::StatusOr<Caller> Authenticator::Identify(
     const grpc::ServerContextBase& context) const {
   Caller caller;
+  const std::string peer = context.peer();
+  caller.remote = IsRemotePeer(peer);
   // 1. A certificate gRPC's TLS verified against --tls-client-ca.
   std::shared_ptr<const grpc::AuthContext> auth =
       options_.client_certificates ? context.auth_context() : nullptr;
@@ -325,7 +331,6 @@ absl::StatusOr<Caller> Authenticator::Identify(
   }
   // A peer on a Unix socket the daemon accepted itself (named "fd:N").
   std::optional<UnixPeer> unix_peer;
-  const std::string peer = context.peer();
   absl::string_view fd_text = peer;
   int fd = -1;
   if (absl::ConsumePrefix(&fd_text, kFdPeerPrefix) &&

@@ -84,27 +84,30 @@ class JsonFormatter : public spdlog::formatter {
   }
 };
 
-std::string Logfmt(absl::Span<const LogField> fields) {
-  std::string line;
-  line.reserve(256);
+void AppendLogfmt(absl::Span<const LogField> fields, std::string* out) {
+  std::string& line = *out;
+  const size_t start = line.size();
   for (const LogField& field : fields) {
-    absl::StrAppend(&line, line.empty() ? "" : " ", field.key, "=");
+    if (line.size() > start) line.push_back(' ');
+    line.append(field.key.data(), field.key.size());
+    line.push_back('=');
     switch (field.kind) {
       case LogField::Kind::kWord:
         line.append(field.text.data(), field.text.size());
         break;
       case LogField::Kind::kText:
-        line += LogValue(field.text, field.max_bytes);
+        AppendLogValue(field.text, field.max_bytes, &line);
         break;
-      case LogField::Kind::kNumber:
-        absl::StrAppend(&line, field.number);
+      case LogField::Kind::kNumber: {
+        const absl::AlphaNum number(field.number);
+        line.append(number.data(), number.size());
         break;
+      }
       case LogField::Kind::kBool:
         line += field.boolean ? "true" : "false";
         break;
     }
   }
-  return line;
 }
 
 void LogGrpcLine(gpr_log_func_args* args) {
@@ -185,17 +188,23 @@ LogField LogField::Bool(absl::string_view key, bool value) {
   return field;
 }
 
-void LogEvent(spdlog::level::level_enum level, absl::string_view message,
+void LogEvent(spdlog::level::level_enum level,
+              absl::Span<const absl::string_view> message,
               absl::Span<const LogField> fields) {
   spdlog::logger* logger = spdlog::default_logger_raw();
   if (!logger->should_log(level)) return;
+  // Every request writes a line: the thread's buffer keeps its capacity.
+  thread_local std::string line;
+  line.clear();
   if (g_format.load() == LogFormat::kText) {
-    const std::string line = Logfmt(fields);
-    logger->log(level, spdlog::string_view_t(line.data(), line.size()));
-    return;
+    AppendLogfmt(fields, &line);
+  } else {
+    for (absl::string_view piece : message) {
+      line.append(piece.data(), piece.size());
+    }
+    t_fields = &fields;
   }
-  t_fields = &fields;
-  logger->log(level, spdlog::string_view_t(message.data(), message.size()));
+  logger->log(level, spdlog::string_view_t(line.data(), line.size()));
   t_fields = nullptr;
 }
 

@@ -66,8 +66,10 @@ struct LogField {
 };
 
 // Logs `fields` at `level`: as "key=value ..." in text, as keys of the JSON
-// object in json, with `message` as its "message".
-void LogEvent(spdlog::level::level_enum level, absl::string_view message,
+// object in json, with the pieces of `message` joined as its "message" (only
+// JSON shows it: a text line is its fields).
+void LogEvent(spdlog::level::level_enum level,
+              absl::Span<const absl::string_view> message,
               absl::Span<const LogField> fields);
 
 }  // namespace rbln

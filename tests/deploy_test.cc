@@ -290,6 +290,8 @@ TEST_F(DeployTest, JsonLogsOneObjectALineWithTheRequestsFields) {
     if (!line.HasMember("method")) continue;
     ++requests;
     const std::string method = StringField(line, "method");
+    EXPECT_EQ(StringField(line, "message"),
+              method + " " + StringField(line, "outcome"));
     ASSERT_TRUE(line.HasMember("duration_ms") && line["duration_ms"].IsInt64());
     EXPECT_EQ(StringField(line, "role"), "operator");
     EXPECT_THAT(StringField(line, "caller"), HasSubstr("user:"));

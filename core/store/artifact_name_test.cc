@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "core/text.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -90,6 +91,26 @@ TEST(TextTest, EchoEscapesAndBoundsItsOutput) {
   for (int i = 0; i < 8; ++i) accents_in += "\xc3\xa9";
   const std::string accents = WireText(accents_in, 13);
   EXPECT_EQ(accents, "\xc3\xa9\xc3\xa9... (cut)");
+}
+
+TEST(TextTest, EveryByteIsEscapedAloneAsAbslEscapesIt) {
+  // Byte by byte: a hex escape is never followed by an escaped hex digit
+  // (CHexEscape of the whole string would write "\\x01\\x41").
+  std::string all;
+  std::string expected = "\"";
+  for (int c = 0; c < 256; ++c) {
+    const char byte = static_cast<char>(c);
+    all.push_back(byte);
+    expected += absl::CHexEscape(absl::string_view(&byte, 1));
+  }
+  expected += "\"";
+  EXPECT_EQ(LogValue(all, 4 * 256), expected);
+  EXPECT_EQ(Echo(std::string(1, '\x01') + "A"), "\\x01A");
+  // The cut falls before the escape that would pass the bound.
+  EXPECT_EQ(LogValue("ab\n", 3), "\"ab... (1 more bytes)\"");
+  std::string appended = "x=";
+  AppendLogValue("a b", 10, &appended);
+  EXPECT_EQ(appended, "x=\"a b\"");
 }
 
 const NamedRoot kRoots[] = {{"", kRoot, kGiven},

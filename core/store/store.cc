@@ -663,6 +663,11 @@ absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
 absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
     absl::string_view name, ArtifactOptions options, ReadMode mode) {
   RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
+  return ReadShared(at, std::move(options), mode);
+}
+
+absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
+    const Located& at, ArtifactOptions options, ReadMode mode) {
   const bool cached = !options.verify_payload;
   if (cached) {
     if (auto artifact = artifact_cache_.FindArtifact(at.env, at.path)) {
@@ -688,6 +693,11 @@ absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
 absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
 ArtifactStore::ReadSummary(absl::string_view name, ReadMode mode) {
   RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
+  return ReadSummary(at, mode);
+}
+
+absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
+ArtifactStore::ReadSummary(const Located& at, ReadMode mode) {
   if (auto summary = artifact_cache_.FindSummary(at.env, at.path)) {
     CountArtifactCacheLookup(CacheLookup::kHit);
     return summary;

@@ -216,6 +216,20 @@ class ArtifactStore {
   // The absolute path of a canonical name in the store.
   std::string PathOf(absl::string_view canonical_name) const;
 
+  // Where a name resolved: roots()[root] at `rel`.
+  struct Located {
+    size_t root = 0;
+    std::string rel;
+    std::string name;  // canonical (qualified), as CanonicalName gives it
+    std::string path;  // absolute
+    Env* env = nullptr;
+    bool read_only = false;
+  };
+  // Resolves `name` as CanonicalName does, with its path: for a read that
+  // logs the canonical name before it reads (ReadShared and ReadSummary
+  // take it), so that a request resolves its name once.
+  absl::StatusOr<Located> Locate(absl::string_view name) const;
+
   // Who owns each directory on the way to the artifact `name`, and its
   // mode: its root (the store or a read-only root), every directory below,
   // and last the artifact's own directory (each the directory itself,
@@ -239,12 +253,17 @@ class ArtifactStore {
   absl::StatusOr<std::shared_ptr<const Artifact>> ReadShared(
       absl::string_view name, ArtifactOptions options = {},
       ReadMode mode = ReadMode::kMayRead);
+  absl::StatusOr<std::shared_ptr<const Artifact>> ReadShared(
+      const Located& at, ArtifactOptions options = {},
+      ReadMode mode = ReadMode::kMayRead);
 
   // Reads rbln_config.json of an artifact alone (ReadArtifactSummary): what
   // Get and List need, with or without a codec for its graphs. Through the
   // artifact cache, as ReadShared.
   absl::StatusOr<std::shared_ptr<const ArtifactSummary>> ReadSummary(
       absl::string_view name, ReadMode mode = ReadMode::kMayRead);
+  absl::StatusOr<std::shared_ptr<const ArtifactSummary>> ReadSummary(
+      const Located& at, ReadMode mode = ReadMode::kMayRead);
 
   // The store's inspect cache and artifact cache (for tests and metrics).
   InspectCache& inspect_cache() { return inspect_cache_; }
@@ -272,15 +291,6 @@ class ArtifactStore {
   class ArtifactLock;
   class WriterLease;
 
-  // Where a name resolved: roots_[root] at `rel`.
-  struct Located {
-    size_t root = 0;
-    std::string rel;
-    std::string name;  // canonical (qualified) name
-    std::string path;  // absolute
-    Env* env = nullptr;
-    bool read_only = false;
-  };
   // A read-only root: its names and its own Env.
   struct ReadOnlyRoot {
     std::unique_ptr<Env> env;
@@ -288,7 +298,6 @@ class ArtifactStore {
 
   ArtifactStore(Env* env, std::string root, StoreOptions options);
   absl::Status OpenReadOnlyRoots();
-  absl::StatusOr<Located> Locate(absl::string_view name) const;
   Located LocateRel(size_t root, std::string rel) const;
   std::shared_ptr<LockEntry> Entry(const std::string& canonical_name);
   std::string LockFilePath(const std::string& canonical_name) const;
