@@ -18,6 +18,7 @@ packages=(
   libmicrohttpd-dev curl  # --metrics-listen's HTTP server; the test scrapes it
   libglib2.0-dev  # g_shell_parse_argv: --codec-command split as a shell would
   xfsprogs  # bench/run: mkfs.xfs for the XFS reflink rows (libbenchmark-dev: row 9)
+  valgrind  # bench/run: callgrind counts the instructions of row 5i
 )
 
 # node and npm validate deploy/kubernetes/ (tests/kubernetes_test.py):
