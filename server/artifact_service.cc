@@ -430,16 +430,14 @@ grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
     v1::ResizeResponse* resp) {
   RequestLog log(this, context, "SetKvcacheNumBlocks",
                  LogName(req->artifact()));
-  if (auto auth = Authorize(context, log, /*writes=*/!req->options().dry_run(),
-                            req->artifact());
-      !auth.ok()) {
-    return log.Finish(auth.status());
-  }
+  absl::StatusOr<Caller> caller = Authorize(
+      context, log, /*writes=*/!req->options().dry_run(), req->artifact());
+  if (!caller.ok()) return log.Finish(caller.status());
   WriteRequest request;
   request.name = req->artifact();
   request.target = req->num_blocks();
   absl::Status status =
-      Write(context, std::move(request), req->options(), resp);
+      Write(context, *caller, std::move(request), req->options(), resp);
   log.SetCounts(status, resp->previous_num_blocks(), resp->new_num_blocks(),
                 resp->written());
   return log.Finish(status);
@@ -449,18 +447,16 @@ grpc::Status ArtifactServiceImpl::FitMemoryBudget(
     grpc::ServerContext* context, const v1::FitMemoryBudgetRequest* req,
     v1::ResizeResponse* resp) {
   RequestLog log(this, context, "FitMemoryBudget", LogName(req->artifact()));
-  if (auto auth = Authorize(context, log, /*writes=*/!req->options().dry_run(),
-                            req->artifact());
-      !auth.ok()) {
-    return log.Finish(auth.status());
-  }
+  absl::StatusOr<Caller> caller = Authorize(
+      context, log, /*writes=*/!req->options().dry_run(), req->artifact());
+  if (!caller.ok()) return log.Finish(caller.status());
   absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(req->budget());
   if (!budget.ok()) return log.Finish(budget.status());
   WriteRequest request;
   request.name = req->artifact();
   request.budget = *budget;
   absl::Status status =
-      Write(context, std::move(request), req->options(), resp);
+      Write(context, *caller, std::move(request), req->options(), resp);
   log.SetCounts(status, resp->previous_num_blocks(), resp->new_num_blocks(),
                 resp->written());
   return log.Finish(status);
@@ -515,13 +511,14 @@ void ArtifactServiceImpl::FinishWrite(
 }
 
 absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
+                                        const Caller& caller,
                                         WriteRequest request,
                                         const v1::WriteOptions& options,
                                         v1::ResizeResponse* resp) {
-  const bool remote = IsRemotePeer(context->peer());
-  RBLN_RETURN_IF_ERROR(CheckNameForPeer(remote, request.name, "artifact"));
   RBLN_RETURN_IF_ERROR(
-      CheckNameForPeer(remote, options.output_dir(), "output directory"));
+      CheckNameForPeer(caller.remote, request.name, "artifact"));
+  RBLN_RETURN_IF_ERROR(CheckNameForPeer(caller.remote, options.output_dir(),
+                                        "output directory"));
   request.output_name = options.output_dir();
   request.replace = options.replace();
   request.dry_run = options.dry_run();

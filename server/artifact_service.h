@@ -158,8 +158,9 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
 
   // Runs a Set or Fit: admission, progress tracking, the store call, and the
   // reply.
-  absl::Status Write(grpc::ServerContext* context, WriteRequest request,
-                     const v1::WriteOptions& options, v1::ResizeResponse* resp);
+  absl::Status Write(grpc::ServerContext* context, const Caller& caller,
+                     WriteRequest request, const v1::WriteOptions& options,
+                     v1::ResizeResponse* resp);
   // Admits a write (the limit, a free operation id); Finish undoes it and
   // records the outcome under the id.
   absl::Status AdmitWrite(const std::string& op_id, bool counted);

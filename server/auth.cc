@@ -278,6 +278,7 @@ Caller Authenticator::LookUpUnixCaller(const UnixPeer& peer) const {
   caller.identity = user.empty() ? absl::StrCat("uid:", peer.uid)
                                  : absl::StrCat("user:", user);
   caller.unix_peer = peer;
+  caller.remote = false;
   if (options_.default_operators &&
       (peer.uid == 0 || peer.uid == options_.daemon_uid)) {
     caller.is_operator = true;

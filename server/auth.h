@@ -54,8 +54,10 @@ struct Caller {
   // uid and groups could (PeerMayRead).
   std::optional<UnixPeer> unix_peer;
   // Over TCP (IsRemotePeer): on another host, so an absolute path names
-  // nothing it shares with the daemon.
-  bool remote = false;
+  // nothing it shares with the daemon. Remote unless shown to be local (a
+  // peer on the daemon's Unix socket), so that a caller built elsewhere
+  // fails closed.
+  bool remote = true;
 
   absl::string_view role() const { return is_operator ? "operator" : "reader"; }
 };

@@ -108,6 +108,9 @@ TEST(TextTest, EveryByteIsEscapedAloneAsAbslEscapesIt) {
   EXPECT_EQ(Echo(std::string(1, '\x01') + "A"), "\\x01A");
   // The cut falls before the escape that would pass the bound.
   EXPECT_EQ(LogValue("ab\n", 3), "\"ab... (1 more bytes)\"");
+  // … and among plain bytes after an escape.
+  EXPECT_EQ(LogValue(std::string(1, '\x01') + "abc", 5),
+            "\"\\x01a... (2 more bytes)\"");
   std::string appended = "x=";
   AppendLogValue("a b", 10, &appended);
   EXPECT_EQ(appended, "x=\"a b\"");
