@@ -7,7 +7,9 @@
 // Insert past the bound drops least recently used values until the total is
 // within it again; a value larger than the bound alone is not kept. Find
 // leaves the order alone (a caller may still decide the value is stale);
-// Touch marks a value as just used.
+// Touch marks a value as just used, and Use does both. Find, Touch, Use and
+// Erase take any type the map looks up by (a string_view for a std::string
+// key).
 //
 // Not thread-safe.
 #ifndef RBLN_CORE_LRU_BY_BYTES_H_
@@ -24,7 +26,11 @@
 
 namespace rbln {
 
-template <typename Key, typename Value>
+// Hash and Eq as absl::flat_hash_map takes them (transparent ones let Find,
+// Touch and Use look up by another type than Key).
+template <typename Key, typename Value,
+          typename Hash = absl::container_internal::hash_default_hash<Key>,
+          typename Eq = absl::container_internal::hash_default_eq<Key>>
 class LruByBytes {
  public:
   explicit LruByBytes(uint64_t max_bytes) : max_bytes_(max_bytes) {}
@@ -33,16 +39,27 @@ class LruByBytes {
   LruByBytes& operator=(const LruByBytes&) = delete;
 
   // The value held for `key`, or null; valid until the next Insert or Erase.
-  Value* Find(const Key& key) {
+  template <typename K = Key>
+  Value* Find(const K& key) {
     auto it = index_.find(key);
     return it == index_.end() ? nullptr : &it->second->value;
   }
 
   // Marks the value held for `key`, if any, as the most recently used.
-  void Touch(const Key& key) {
+  template <typename K = Key>
+  void Touch(const K& key) {
     if (auto it = index_.find(key); it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
     }
+  }
+
+  // Find and Touch in one lookup.
+  template <typename K = Key>
+  Value* Use(const K& key) {
+    auto it = index_.find(key);
+    if (it == index_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return &it->second->value;
   }
 
   // Holds `value` for `key` in place of what was held, as the most recently
@@ -61,11 +78,19 @@ class LruByBytes {
 
   // Drops what is held for `key` (into *dropped when given); false when
   // nothing was.
-  bool Erase(const Key& key, std::vector<Value>* dropped = nullptr) {
+  template <typename K = Key>
+  bool Erase(const K& key, std::vector<Value>* dropped = nullptr) {
     auto it = index_.find(key);
     if (it == index_.end()) return false;
     EraseNode(it->second, dropped);
     return true;
+  }
+
+  // Drops everything.
+  void Clear() {
+    index_.clear();
+    lru_.clear();
+    bytes_ = 0;
   }
 
   size_t size() const { return lru_.size(); }
@@ -88,7 +113,7 @@ class LruByBytes {
 
   const uint64_t max_bytes_;
   List lru_;
-  absl::flat_hash_map<Key, typename List::iterator> index_;
+  absl::flat_hash_map<Key, typename List::iterator, Hash, Eq> index_;
   uint64_t bytes_ = 0;
 };
 

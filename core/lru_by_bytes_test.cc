@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 
 namespace rbln {
@@ -50,6 +51,31 @@ TEST(LruByBytesTest, TouchKeepsAValueAndFindAloneDoesNot) {
   EXPECT_EQ(lru.Find("b"), nullptr);
   lru.Touch("missing");  // nothing to do
   EXPECT_EQ(lru.size(), 2u);
+}
+
+TEST(LruByBytesTest, UseFindsAndKeepsAValue) {
+  LruByBytes<std::string, int> lru(100);
+  lru.Insert("a", 1, 40);
+  lru.Insert("b", 2, 40);
+  const absl::string_view a = "a";  // looked up without a std::string
+  ASSERT_NE(lru.Use(a), nullptr);
+  EXPECT_EQ(*lru.Use(a), 1);
+  EXPECT_EQ(lru.Use(absl::string_view("missing")), nullptr);
+  lru.Insert("c", 3, 40);
+  EXPECT_NE(lru.Find(a), nullptr);
+  EXPECT_EQ(lru.Find("b"), nullptr);
+}
+
+TEST(LruByBytesTest, ClearDropsEverything) {
+  LruByBytes<std::string, int> lru(100);
+  lru.Insert("a", 1, 40);
+  lru.Insert("b", 2, 40);
+  lru.Clear();
+  EXPECT_EQ(lru.Find("a"), nullptr);
+  EXPECT_EQ(lru.size(), 0u);
+  EXPECT_EQ(lru.bytes(), 0u);
+  lru.Insert("c", 3, 100);  // the whole bound is free again
+  EXPECT_NE(lru.Find("c"), nullptr);
 }
 
 TEST(LruByBytesTest, AValueLargerThanTheBoundIsNotKeptAndDropsTheOld) {

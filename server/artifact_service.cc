@@ -194,7 +194,9 @@ void FillDescription(
 
 // One log line per request (logfmt, or JSON: server/log_format.h), logged when
 // the handler returns (server/log_sink.h: when it is written); while it runs,
-// the request is listed in running_ (for the log of a forced exit). Finish also
+// the request is on the list of running_ (for the log of a forced exit): linked
+// through the requests themselves, so that listing one neither allocates nor
+// hashes. Finish also
 // marks an error as the handler's own (MarkedReply). `method` is a literal:
 // only its view is kept.
 class ArtifactServiceImpl::RequestLog {
@@ -207,16 +209,25 @@ class ArtifactServiceImpl::RequestLog {
         // A request may carry megabytes; the log shows 200 bytes of it.
         artifact_(artifact.substr(0, kMaxEchoBytes + 1)),
         start_(absl::Now()) {
-    absl::MutexLock lock(&service_->mu_);
-    id_ = service_->next_request_++;
-    service_->running_[id_] = this;
+    absl::MutexLock lock(&service_->running_mu_);
+    next_ = service_->running_;
+    if (next_ != nullptr) next_->prev_ = this;
+    service_->running_ = this;
   }
   RequestLog(const RequestLog&) = delete;
   RequestLog& operator=(const RequestLog&) = delete;
   ~RequestLog() {
-    absl::MutexLock lock(&service_->mu_);
-    service_->running_.erase(id_);
+    absl::MutexLock lock(&service_->running_mu_);
+    if (prev_ != nullptr) {
+      prev_->next_ = next_;
+    } else {
+      service_->running_ = next_;
+    }
+    if (next_ != nullptr) next_->prev_ = prev_;
   }
+
+  // The next request on the list (ArtifactServiceImpl::running_).
+  const RequestLog* next() const { return next_; }
 
   absl::string_view method() const { return method_; }
   const std::string& artifact() const { return artifact_; }
@@ -268,7 +279,9 @@ class ArtifactServiceImpl::RequestLog {
   const absl::string_view method_;
   const std::string artifact_;
   const absl::Time start_;
-  uint64_t id_ = 0;
+  // Neighbours on the list, under service_->running_mu_.
+  RequestLog* prev_ = nullptr;
+  RequestLog* next_ = nullptr;
   // Once identified; caller=none until then.
   std::optional<std::string> caller_identity_;
   absl::string_view caller_role_;
@@ -282,9 +295,9 @@ std::string ArtifactServiceImpl::LogName(const std::string& requested) const {
 }
 
 const std::string& ArtifactServiceImpl::LogName(
-    const absl::StatusOr<ArtifactStore::Located>& at,
+    const absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>>& at,
     const std::string& requested) {
-  return at.ok() ? at->name : requested;
+  return at.ok() ? (*at)->name : requested;
 }
 
 ArtifactServiceImpl::ArtifactServiceImpl(ArtifactStore* store,
@@ -321,7 +334,7 @@ absl::StatusOr<Caller> ArtifactServiceImpl::Authorize(
 
 absl::Status ArtifactServiceImpl::CheckReadsItself(
     const Caller& caller, absl::string_view name) const {
-  if (caller.is_operator || !caller.unix_peer.has_value()) {
+  if (caller.is_operator || caller.unix_peer == nullptr) {
     return absl::OkStatus();
   }
   // A name that does not resolve is the read's own error to report.
@@ -403,7 +416,7 @@ grpc::ServerUnaryReactor* ArtifactServiceImpl::GetKvcacheNumBlocks(
 std::optional<grpc::Status> ArtifactServiceImpl::Get(
     grpc::ServerContextBase* context, const v1::GetKvcacheNumBlocksRequest& req,
     v1::GetKvcacheNumBlocksResponse* resp, ReadMode mode) {
-  const absl::StatusOr<ArtifactStore::Located> at =
+  const absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> at =
       store_->Locate(req.artifact());
   const std::string& name = LogName(at, req.artifact());
   RequestLog log(this, context, "GetKvcacheNumBlocks", name);
@@ -413,7 +426,7 @@ std::optional<grpc::Status> ArtifactServiceImpl::Get(
   }
   if (!at.ok()) return log.Finish(at.status());
   absl::StatusOr<std::shared_ptr<const ArtifactSummary>> summary =
-      store_->ReadSummary(*at, mode);
+      store_->ReadSummary(**at, mode);
   if (!summary.ok()) return log.Finish(summary.status());
   if (*summary == nullptr) return std::nullopt;  // not cached
   const RblnConfig& config = (*summary)->config;
@@ -608,7 +621,7 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
   if (mode == ReadMode::kCachedOnly && !dram_->AnswersWithoutWaiting()) {
     return std::nullopt;
   }
-  const absl::StatusOr<ArtifactStore::Located> at =
+  const absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> at =
       store_->Locate(req.artifact());
   const std::string& name = LogName(at, req.artifact());
   RequestLog log(this, context, "DescribeArtifact", name);
@@ -618,7 +631,7 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
   }
   if (!at.ok()) return log.Finish(at.status());
   absl::StatusOr<std::shared_ptr<const Artifact>> read =
-      store_->ReadShared(*at, {.verify_payload = req.verify_payload()}, mode);
+      store_->ReadShared(**at, {.verify_payload = req.verify_payload()}, mode);
   if (!read.ok()) return log.Finish(read.status());
   if (*read == nullptr) return std::nullopt;  // not cached
   const absl::StatusOr<DramChoice> device = store_->DeviceFor(**read);
@@ -778,9 +791,10 @@ int ArtifactServiceImpl::active_writes() const {
 
 std::vector<std::string> ArtifactServiceImpl::DescribeRunning() const {
   const absl::Time now = absl::Now();
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&running_mu_);
   std::vector<std::string> lines;
-  for (const auto& [id, running] : running_) {
+  for (const RequestLog* running = running_; running != nullptr;
+       running = running->next()) {
     lines.push_back(absl::StrCat(
         running->method(),
         " artifact=", LogValue(running->artifact(), kMaxEchoBytes),

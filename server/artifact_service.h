@@ -187,7 +187,7 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   std::string LogName(const std::string& requested) const;
   // The same for a name the read resolved already (ArtifactStore::Locate).
   static const std::string& LogName(
-      const absl::StatusOr<ArtifactStore::Located>& at,
+      const absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>>& at,
       const std::string& requested);
 
   ArtifactStore* const store_;
@@ -211,10 +211,9 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   // Outcomes of the last kKeptOutcomes finished ids, oldest first.
   absl::flat_hash_map<std::string, Outcome> outcomes_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> outcome_order_ ABSL_GUARDED_BY(mu_);
-  // Every request being handled, by a serial number.
-  uint64_t next_request_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<uint64_t, const RequestLog*> running_
-      ABSL_GUARDED_BY(mu_);
+  // Every request being handled, the newest first (RequestLog links them).
+  mutable absl::Mutex running_mu_;
+  RequestLog* running_ ABSL_GUARDED_BY(running_mu_) = nullptr;
 };
 
 }  // namespace rbln

@@ -108,15 +108,15 @@ absl::StatusOr<UnixPeer> ReadUnixPeer(int fd) {
 }
 
 void UnixPeerTable::Add(int fd, UnixPeer peer) {
+  auto shared = std::make_shared<const UnixPeer>(std::move(peer));
   absl::MutexLock lock(&mu_);
-  entries_[fd] = std::move(peer);
+  entries_[fd] = std::move(shared);
 }
 
-std::optional<UnixPeer> UnixPeerTable::Find(int fd) const {
+std::shared_ptr<const UnixPeer> UnixPeerTable::Find(int fd) const {
   absl::MutexLock lock(&mu_);
   auto it = entries_.find(fd);
-  if (it == entries_.end()) return std::nullopt;
-  return it->second;
+  return it == entries_.end() ? nullptr : it->second;
 }
 
 absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text) {
@@ -254,30 +254,31 @@ bool PeerMayRead(const UnixPeer& peer, uid_t uid, gid_t gid, uint32_t mode) {
   return PeerMay(peer, kMayRead | kMaySearch, uid, gid, mode);
 }
 
-Caller Authenticator::UnixCaller(const UnixPeer& peer) const {
-  PeerKey key{peer.uid, peer.gid, peer.groups};
+Caller Authenticator::UnixCaller(std::shared_ptr<const UnixPeer> peer) const {
   const absl::Time now = absl::Now();
   {
     absl::MutexLock lock(&mu_);
-    auto it = unix_callers_.find(key);
+    auto it = unix_callers_.find(*peer);
     if (it != unix_callers_.end() &&
         now - it->second.looked_up < kUnixCallerTtl) {
-      return it->second.caller;
+      return it->second.caller;  // its unix_peer equals `peer`
     }
   }
-  Caller caller = LookUpUnixCaller(peer);
+  Caller caller = LookUpUnixCaller(std::move(peer));
   absl::MutexLock lock(&mu_);
   if (unix_callers_.size() >= kMaxCachedUnixCallers) unix_callers_.clear();
-  unix_callers_[std::move(key)] = {caller, now};
+  unix_callers_[*caller.unix_peer] = {caller, now};
   return caller;
 }
 
-Caller Authenticator::LookUpUnixCaller(const UnixPeer& peer) const {
+Caller Authenticator::LookUpUnixCaller(
+    std::shared_ptr<const UnixPeer> shared) const {
+  const UnixPeer& peer = *shared;
   const std::string user = UserName(peer.uid);
   Caller caller;
   caller.identity = user.empty() ? absl::StrCat("uid:", peer.uid)
                                  : absl::StrCat("user:", user);
-  caller.unix_peer = peer;
+  caller.unix_peer = std::move(shared);
   caller.remote = false;
   if (options_.default_operators &&
       (peer.uid == 0 || peer.uid == options_.daemon_uid)) {
@@ -331,13 +332,13 @@ absl::StatusOr<Caller> Authenticator::Identify(
     }
   }
   // A peer on a Unix socket the daemon accepted itself (named "fd:N").
-  std::optional<UnixPeer> unix_peer;
+  std::shared_ptr<const UnixPeer> unix_peer;
   absl::string_view fd_text = peer;
   int fd = -1;
   if (absl::ConsumePrefix(&fd_text, kFdPeerPrefix) &&
       absl::SimpleAtoi(fd_text, &fd)) {
     unix_peer = unix_peers_.Find(fd);
-    if (!unix_peer.has_value()) {
+    if (unix_peer == nullptr) {
       return Unauthenticated(
           "the credentials of this connection are not known; reconnect");
     }
@@ -369,11 +370,11 @@ absl::StatusOr<Caller> Authenticator::Identify(
     }
     caller.identity = absl::StrCat("token:", *name);
     caller.is_operator = operators_.contains(caller.identity);
-    caller.unix_peer = unix_peer;
+    caller.unix_peer = std::move(unix_peer);
     return caller;
   }
   // 3. The Unix peer.
-  if (unix_peer.has_value()) return UnixCaller(*unix_peer);
+  if (unix_peer != nullptr) return UnixCaller(std::move(unix_peer));
   // 4. TCP without either.
   bool tokens_required = false;
   {

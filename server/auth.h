@@ -22,9 +22,10 @@
 #include <sys/types.h>
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -44,6 +45,14 @@ struct UnixPeer {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;  // supplementary groups, when the kernel says
+
+  friend bool operator==(const UnixPeer& a, const UnixPeer& b) {
+    return a.uid == b.uid && a.gid == b.gid && a.groups == b.groups;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const UnixPeer& peer) {
+    return H::combine(std::move(h), peer.uid, peer.gid, peer.groups);
+  }
 };
 
 // An authenticated caller, as the request log and error messages name it.
@@ -52,7 +61,7 @@ struct Caller {
   bool is_operator = false;
   // Set for a Unix-socket peer: a reader there may read only what its own
   // uid and groups could (PeerMayRead).
-  std::optional<UnixPeer> unix_peer;
+  std::shared_ptr<const UnixPeer> unix_peer;
   // Over TCP (IsRemotePeer): on another host, so an absolute path names
   // nothing it shares with the daemon. Remote unless shown to be local (a
   // peer on the daemon's Unix socket), so that a caller built elsewhere
@@ -97,12 +106,13 @@ absl::StatusOr<UnixPeer> ReadUnixPeer(int fd);
 class UnixPeerTable {
  public:
   void Add(int fd, UnixPeer peer);
-  // The peer of the connection on `fd`, or nullopt when none was added.
-  std::optional<UnixPeer> Find(int fd) const;
+  // The peer of the connection on `fd`, or null when none was added.
+  std::shared_ptr<const UnixPeer> Find(int fd) const;
 
  private:
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<int, UnixPeer> entries_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, std::shared_ptr<const UnixPeer>> entries_
+      ABSL_GUARDED_BY(mu_);
 };
 
 // The --tokens file: lines of "NAME SHA256-HEX", '#' comments, blank lines.
@@ -167,12 +177,11 @@ class Authenticator {
   // and group databases, at most once per kUnixCallerTtl for the same
   // credentials (a lookup reads /etc/passwd and /etc/group; a change there
   // takes effect within the TTL).
-  Caller UnixCaller(const UnixPeer& peer) const;
-  Caller LookUpUnixCaller(const UnixPeer& peer) const;
+  Caller UnixCaller(std::shared_ptr<const UnixPeer> peer) const;
+  Caller LookUpUnixCaller(std::shared_ptr<const UnixPeer> peer) const;
   static constexpr absl::Duration kUnixCallerTtl = absl::Seconds(5);
   // Past this many credentials the cache starts again.
   static constexpr size_t kMaxCachedUnixCallers = 4096;
-  using PeerKey = std::tuple<uid_t, gid_t, std::vector<gid_t>>;
   struct CachedCaller {
     Caller caller;
     absl::Time looked_up;
@@ -183,7 +192,7 @@ class Authenticator {
   UnixPeerTable unix_peers_;
   mutable absl::Mutex mu_;
   std::optional<TokenTable> tokens_ ABSL_GUARDED_BY(mu_);
-  mutable absl::flat_hash_map<PeerKey, CachedCaller> unix_callers_
+  mutable absl::flat_hash_map<UnixPeer, CachedCaller> unix_callers_
       ABSL_GUARDED_BY(mu_);
 };
 

@@ -20,19 +20,20 @@ using ::testing::Optional;
 
 TEST(UnixPeerTable, ANumberReusedByANewConnectionHasOnlyItsCredentials) {
   UnixPeerTable table;
-  EXPECT_EQ(table.Find(7), std::nullopt);  // never added: no default
+  EXPECT_EQ(table.Find(7), nullptr);  // never added: no default
   table.Add(7, {.uid = 1000, .gid = 1000, .groups = {1000, 50}});
   table.Add(8, {.uid = 0, .gid = 0, .groups = {}});
-  std::optional<UnixPeer> first = table.Find(7);
-  ASSERT_TRUE(first.has_value());
+  std::shared_ptr<const UnixPeer> first = table.Find(7);
+  ASSERT_NE(first, nullptr);
   EXPECT_EQ(first->uid, 1000u);
   EXPECT_THAT(first->groups, ElementsAre(1000u, 50u));
   // Connection 7 closed and its number went to the next one accepted.
   table.Add(7, {.uid = 1001, .gid = 1001, .groups = {}});
-  std::optional<UnixPeer> second = table.Find(7);
-  ASSERT_TRUE(second.has_value());
+  std::shared_ptr<const UnixPeer> second = table.Find(7);
+  ASSERT_NE(second, nullptr);
   EXPECT_EQ(second->uid, 1001u);
   EXPECT_TRUE(second->groups.empty());
+  EXPECT_EQ(first->uid, 1000u);  // what a running call holds stays its own
   EXPECT_EQ(table.Find(8)->uid, 0u);
 }
 

@@ -90,7 +90,7 @@ uint64_t SourcesBytes(const std::vector<std::string>& dirs,
 
 std::shared_ptr<const Artifact> ArtifactCache::FindArtifact(
     Env* env, const std::string& dir) {
-  std::optional<Entry> entry = Find(env, Key{env, dir, Kind::kArtifact});
+  std::optional<Entry> entry = Find(env, KeyRef(env, dir, Kind::kArtifact));
   return entry.has_value() ? entry->artifact : nullptr;
 }
 
@@ -119,7 +119,7 @@ void ArtifactCache::InsertArtifact(Env* env,
 
 std::shared_ptr<const ArtifactSummary> ArtifactCache::FindSummary(
     Env* env, const std::string& dir) {
-  std::optional<Entry> entry = Find(env, Key{env, dir, Kind::kSummary});
+  std::optional<Entry> entry = Find(env, KeyRef(env, dir, Kind::kSummary));
   return entry.has_value() ? entry->summary : nullptr;
 }
 
@@ -147,13 +147,15 @@ void ArtifactCache::InsertSummary(
 }
 
 std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
-                                                        const Key& key) {
+                                                        const KeyRef& key) {
   std::optional<Entry> entry;
   {
     absl::MutexLock lock(&mu_);
-    const Entry* held = entries_.Find(key);
+    // Marked as used before it is checked: one that turns out stale is
+    // erased below.
+    const Entry* held = entries_.Use(key);
     if (held == nullptr) {
-      ++misses_;
+      misses_.fetch_add(1, std::memory_order_relaxed);
       return std::nullopt;
     }
     entry = *held;
@@ -168,18 +170,19 @@ std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
             : env->StatEntries(sources.dirs[i], sources.names[i]);
     same = now.ok() && SameDir(*now, sources.seen[i]);
   }
-  absl::MutexLock lock(&mu_);
-  // Only the entry looked at is touched: another may have replaced it.
-  const Entry* held = entries_.Find(key);
-  const bool current = held != nullptr && held->sources == entry->sources;
-  if (!same) {
-    if (current) entries_.Erase(key);
-    ++misses_;
-    return std::nullopt;
+  if (same) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    return entry;
   }
-  if (current) entries_.Touch(key);
-  ++hits_;
-  return entry;
+  misses_.fetch_add(1, std::memory_order_relaxed);
+  std::vector<Entry> dropped;  // destroyed after the lock, as in Insert
+  absl::MutexLock lock(&mu_);
+  // Only the entry looked at goes: another may have replaced it.
+  const Entry* held = entries_.Find(key);
+  if (held != nullptr && held->sources == entry->sources) {
+    entries_.Erase(key, &dropped);
+  }
+  return std::nullopt;
 }
 
 void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
@@ -196,7 +199,7 @@ void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
     sources.seen.push_back(*std::move(seen));
     sources.held.push_back(std::move(held));
   }
-  bytes += std::get<1>(key).size() + SourcesBytes(sources.dirs, sources.names);
+  bytes += key.dir.size() + SourcesBytes(sources.dirs, sources.names);
   entry.sources = std::make_shared<const Sources>(std::move(sources));
   // Destroyed after the lock is let go: closing a held file whose name is
   // gone frees its blocks, which takes long for a large one.
@@ -209,7 +212,7 @@ void ArtifactCache::Erase(Env* env, const std::string& dir) {
   std::vector<Entry> dropped;  // as in Insert
   absl::MutexLock lock(&mu_);
   for (Kind kind : {Kind::kArtifact, Kind::kSummary}) {
-    entries_.Erase(Key{env, dir, kind}, &dropped);
+    entries_.Erase(KeyRef(env, dir, kind), &dropped);
   }
 }
 
@@ -219,13 +222,11 @@ size_t ArtifactCache::size() const {
 }
 
 uint64_t ArtifactCache::hits() const {
-  absl::MutexLock lock(&mu_);
-  return hits_;
+  return hits_.load(std::memory_order_relaxed);
 }
 
 uint64_t ArtifactCache::misses() const {
-  absl::MutexLock lock(&mu_);
-  return misses_;
+  return misses_.load(std::memory_order_relaxed);
 }
 
 }  // namespace rbln

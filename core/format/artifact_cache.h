@@ -31,15 +31,17 @@
 #ifndef RBLN_CORE_FORMAT_ARTIFACT_CACHE_H_
 #define RBLN_CORE_FORMAT_ARTIFACT_CACHE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/env.h"
@@ -98,7 +100,33 @@ class ArtifactCache {
     std::vector<std::unique_ptr<HeldDir>> held;
   };
   enum class Kind { kArtifact, kSummary };
-  using Key = std::tuple<const Env*, std::string, Kind>;
+  struct Key {
+    const Env* env;
+    std::string dir;
+    Kind kind;
+  };
+  // A key to look up by, without copying the directory's name.
+  struct KeyRef {
+    KeyRef(const Env* env, absl::string_view dir, Kind kind)
+        : env(env), dir(dir), kind(kind) {}
+    KeyRef(const Key& key)  // NOLINT: a Key is looked up as its KeyRef
+        : KeyRef(key.env, key.dir, key.kind) {}
+    const Env* env;
+    absl::string_view dir;
+    Kind kind;
+  };
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(const KeyRef& key) const {
+      return absl::HashOf(key.env, key.dir, key.kind);
+    }
+  };
+  struct KeyEq {
+    using is_transparent = void;
+    bool operator()(const KeyRef& a, const KeyRef& b) const {
+      return a.env == b.env && a.kind == b.kind && a.dir == b.dir;
+    }
+  };
   struct Entry {
     std::shared_ptr<const Sources> sources;
     std::shared_ptr<const Artifact> artifact;
@@ -107,7 +135,7 @@ class ArtifactCache {
 
   // The entry for `key` when its sources are unchanged (counted as a hit),
   // else nullopt (a miss).
-  std::optional<Entry> Find(Env* env, const Key& key);
+  std::optional<Entry> Find(Env* env, const KeyRef& key);
   // Looks at `sources` (dirs and names set) and keeps `entry` under `key`
   // when none of them is racy.
   // `bytes`: an estimate of the memory the result holds.
@@ -116,9 +144,9 @@ class ArtifactCache {
 
   const absl::Duration racy_window_;
   mutable absl::Mutex mu_;
-  LruByBytes<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
-  uint64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
+  LruByBytes<Key, Entry, KeyHash, KeyEq> entries_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> hits_ = 0;
+  std::atomic<uint64_t> misses_ = 0;
 };
 
 }  // namespace rbln

@@ -396,10 +396,24 @@ ArtifactStore::Located ArtifactStore::LocateRel(size_t root,
   return at;
 }
 
-absl::StatusOr<ArtifactStore::Located> ArtifactStore::Locate(
-    absl::string_view name) const {
+absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>>
+ArtifactStore::Locate(absl::string_view name) const {
+  {
+    absl::MutexLock lock(&located_mu_);
+    if (const std::shared_ptr<const Located>* held = located_.Use(name)) {
+      return *held;
+    }
+  }
   RBLN_ASSIGN_OR_RETURN(RootedName rooted, ResolveArtifactName(name, names_));
-  return LocateRel(rooted.root, std::move(rooted.rel));
+  auto at = std::make_shared<const Located>(
+      LocateRel(rooted.root, std::move(rooted.rel)));
+  // The name twice (the list's node and the index), the strings, and what
+  // the list, the index and the shared pointer add.
+  const uint64_t bytes = sizeof(Located) + 2 * name.size() + at->rel.size() +
+                         at->name.size() + at->path.size() + 128;
+  absl::MutexLock lock(&located_mu_);
+  located_.Insert(std::string(name), at, bytes);
+  return at;
 }
 
 ArtifactStore::~ArtifactStore() = default;
@@ -448,6 +462,11 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(
   if (!ec && given != canonical_root) store->given_root_ = given;
   store->names_[0].given_dir = store->given_root_;
   RBLN_RETURN_IF_ERROR(store->OpenReadOnlyRoots());
+  {
+    // The roots are complete from here on: nothing resolved before stays.
+    absl::MutexLock lock(&store->located_mu_);
+    store->located_.Clear();
+  }
 
   const std::string state_dir = JoinPath(canonical_root, kStateDirName);
   for (const std::string& dir : {state_dir, JoinPath(state_dir, "locks")}) {
@@ -578,10 +597,8 @@ absl::Status ArtifactStore::RemoveDebris() {
 
 absl::StatusOr<std::string> ArtifactStore::CanonicalName(
     absl::string_view name) const {
-  // What Locate names it, without the path (every request logs its name).
-  RBLN_ASSIGN_OR_RETURN(RootedName rooted, ResolveArtifactName(name, names_));
-  if (names_[rooted.root].name.empty()) return std::move(rooted.rel);
-  return QualifiedArtifactName(names_[rooted.root], rooted.rel);
+  RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Located> at, Locate(name));
+  return at->name;
 }
 
 std::string ArtifactStore::PathOf(absl::string_view canonical_name) const {
@@ -633,15 +650,15 @@ absl::StatusOr<DramChoice> ArtifactStore::DeviceFor(
 
 absl::StatusOr<std::vector<FileStat>> ArtifactStore::StatArtifactPath(
     absl::string_view name) const {
-  RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
+  RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Located> at, Locate(name));
   std::vector<FileStat> chain;
-  std::string path = names_[at.root].dir;
-  RBLN_ASSIGN_OR_RETURN(FileStat top, at.env->Stat(path));
+  std::string path = names_[at->root].dir;
+  RBLN_ASSIGN_OR_RETURN(FileStat top, at->env->Stat(path));
   chain.push_back(top);
   for (absl::string_view part :
-       absl::StrSplit(at.rel, '/', absl::SkipEmpty())) {
+       absl::StrSplit(at->rel, '/', absl::SkipEmpty())) {
     absl::StrAppend(&path, "/", part);
-    RBLN_ASSIGN_OR_RETURN(FileStat dir, at.env->Stat(path));
+    RBLN_ASSIGN_OR_RETURN(FileStat dir, at->env->Stat(path));
     chain.push_back(dir);
   }
   return chain;
@@ -662,8 +679,8 @@ absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
 
 absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
     absl::string_view name, ArtifactOptions options, ReadMode mode) {
-  RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
-  return ReadShared(at, std::move(options), mode);
+  RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Located> at, Locate(name));
+  return ReadShared(*at, std::move(options), mode);
 }
 
 absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
@@ -692,8 +709,8 @@ absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
 
 absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
 ArtifactStore::ReadSummary(absl::string_view name, ReadMode mode) {
-  RBLN_ASSIGN_OR_RETURN(Located at, Locate(name));
-  return ReadSummary(at, mode);
+  RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Located> at, Locate(name));
+  return ReadSummary(*at, mode);
 }
 
 absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
@@ -838,12 +855,16 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
     return absl::InvalidArgumentError(
         "give exactly one of a target block count and a memory budget");
   }
-  RBLN_ASSIGN_OR_RETURN(const Located source, Locate(request.name));
+  RBLN_ASSIGN_OR_RETURN(const std::shared_ptr<const Located> source_at,
+                        Locate(request.name));
+  const Located& source = *source_at;
   const std::string& name = source.name;
   std::string output_name;
   std::vector<std::string> lock_names = {name};
   if (!request.output_name.empty()) {
-    RBLN_ASSIGN_OR_RETURN(const Located output, Locate(request.output_name));
+    RBLN_ASSIGN_OR_RETURN(const std::shared_ptr<const Located> output_at,
+                          Locate(request.output_name));
+    const Located& output = *output_at;
     if (output.read_only) {
       return WithErrorFacts(
           absl::PermissionDeniedError(absl::StrCat(

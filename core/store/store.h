@@ -57,6 +57,7 @@
 #include "core/format/artifact.h"
 #include "core/format/artifact_cache.h"
 #include "core/format/codec.h"
+#include "core/lru_by_bytes.h"
 #include "core/resize/fit.h"
 #include "core/resize/rescale.h"
 #include "core/store/artifact_name.h"
@@ -227,8 +228,12 @@ class ArtifactStore {
   };
   // Resolves `name` as CanonicalName does, with its path: for a read that
   // logs the canonical name before it reads (ReadShared and ReadSummary
-  // take it), so that a request resolves its name once.
-  absl::StatusOr<Located> Locate(absl::string_view name) const;
+  // take it), so that a request resolves its name once. Resolution is
+  // lexical and the roots are fixed once the store is open, so what a name
+  // resolved to is kept (kMaxLocatedBytes of the most recent names) and
+  // shared: a name read again is not parsed again.
+  absl::StatusOr<std::shared_ptr<const Located>> Locate(
+      absl::string_view name) const;
 
   // Who owns each directory on the way to the artifact `name`, and its
   // mode: its root (the store or a read-only root), every directory below,
@@ -389,6 +394,13 @@ class ArtifactStore {
   ArtifactCache artifact_cache_;
   std::unique_ptr<FileLock> store_lock_;
   std::vector<std::string> recovered_;
+
+  // What Locate resolved, by the name as given. A flood of distinct names
+  // cannot grow it past the bound: it only costs each name its resolution.
+  static constexpr uint64_t kMaxLocatedBytes = uint64_t{1} << 20;
+  mutable absl::Mutex located_mu_;
+  mutable LruByBytes<std::string, std::shared_ptr<const Located>> located_
+      ABSL_GUARDED_BY(located_mu_){kMaxLocatedBytes};
 
   absl::Mutex mu_;
   // Live lock entries by canonical name; an entry is dropped when the last
