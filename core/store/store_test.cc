@@ -348,6 +348,39 @@ TEST_F(StoreTest, SecondOpenFailsFastNamingThePid) {
 // ---------------------------------------------------------------------------
 // Names
 
+TEST_F(StoreTest, ANameSeenBeforeIsNotResolvedAgainAndAFloodStaysBounded) {
+  absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> first =
+      store_->Locate("team//./llama/");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ((*first)->name, "team/llama");
+  EXPECT_EQ((*first)->path, Abs("team/llama"));
+  // The same text again is the resolution kept; other text for the same
+  // artifact resolves on its own, to the same place.
+  EXPECT_EQ(store_->Locate("team//./llama/").value_or(nullptr), *first);
+  absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> plain =
+      store_->Locate("team/llama");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_NE(*plain, *first);
+  EXPECT_EQ((*plain)->path, (*first)->path);
+  // A name that does not resolve is not kept: it fails each time.
+  EXPECT_FALSE(store_->Locate("../outside").ok());
+  EXPECT_FALSE(store_->Locate("../outside").ok());
+  // Far more distinct names than the memo holds (about 4 KiB each, kept
+  // twice and resolved into two more: 1 MiB holds fewer than 100): the
+  // oldest go, and what is asked again resolves anew.
+  std::string long_dir;
+  for (int i = 0; i < 20; ++i)
+    absl::StrAppend(&long_dir, std::string(190, 'x'), "/");
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(store_->Locate(absl::StrCat(long_dir, i)).ok());
+  }
+  absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> again =
+      store_->Locate("team//./llama/");
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(*again, *first);
+  EXPECT_EQ((*again)->name, "team/llama");
+}
+
 TEST_F(StoreTest, AcceptsRelativeNestedAndAbsoluteNames) {
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("team/llama")));
   EXPECT_EQ(store_->CanonicalName("a").value_or("?"), "a");
