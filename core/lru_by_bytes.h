@@ -29,8 +29,8 @@ namespace rbln {
 // Hash and Eq as absl::flat_hash_map takes them (transparent ones let Find,
 // Touch and Use look up by another type than Key).
 template <typename Key, typename Value,
-          typename Hash = absl::container_internal::hash_default_hash<Key>,
-          typename Eq = absl::container_internal::hash_default_eq<Key>>
+          typename Hash = typename absl::flat_hash_map<Key, int>::hasher,
+          typename Eq = typename absl::flat_hash_map<Key, int>::key_equal>
 class LruByBytes {
  public:
   explicit LruByBytes(uint64_t max_bytes) : max_bytes_(max_bytes) {}
@@ -84,13 +84,6 @@ class LruByBytes {
     if (it == index_.end()) return false;
     EraseNode(it->second, dropped);
     return true;
-  }
-
-  // Drops everything.
-  void Clear() {
-    index_.clear();
-    lru_.clear();
-    bytes_ = 0;
   }
 
   size_t size() const { return lru_.size(); }

@@ -66,18 +66,6 @@ TEST(LruByBytesTest, UseFindsAndKeepsAValue) {
   EXPECT_EQ(lru.Find("b"), nullptr);
 }
 
-TEST(LruByBytesTest, ClearDropsEverything) {
-  LruByBytes<std::string, int> lru(100);
-  lru.Insert("a", 1, 40);
-  lru.Insert("b", 2, 40);
-  lru.Clear();
-  EXPECT_EQ(lru.Find("a"), nullptr);
-  EXPECT_EQ(lru.size(), 0u);
-  EXPECT_EQ(lru.bytes(), 0u);
-  lru.Insert("c", 3, 100);  // the whole bound is free again
-  EXPECT_NE(lru.Find("c"), nullptr);
-}
-
 TEST(LruByBytesTest, AValueLargerThanTheBoundIsNotKeptAndDropsTheOld) {
   LruByBytes<std::string, int> lru(100);
   lru.Insert("a", 1, 40);

@@ -15,6 +15,7 @@
 #include "core/budget.h"
 #include "core/error_facts.h"
 #include "core/resize/fit.h"
+#include "core/running_list.h"
 #include "core/status_macros.h"
 #include "core/store/artifact_name.h"
 #include "core/text.h"
@@ -194,9 +195,7 @@ void FillDescription(
 
 // One log line per request (logfmt, or JSON: server/log_format.h), logged when
 // the handler returns (server/log_sink.h: when it is written); while it runs,
-// the request is on the list of running_ (for the log of a forced exit): linked
-// through the requests themselves, so that listing one neither allocates nor
-// hashes. Finish also
+// the request is on running_ (for the log of a forced exit). Finish also
 // marks an error as the handler's own (MarkedReply). `method` is a literal:
 // only its view is kept.
 class ArtifactServiceImpl::RequestLog {
@@ -208,26 +207,10 @@ class ArtifactServiceImpl::RequestLog {
         method_(method),
         // A request may carry megabytes; the log shows 200 bytes of it.
         artifact_(artifact.substr(0, kMaxEchoBytes + 1)),
-        start_(absl::Now()) {
-    absl::MutexLock lock(&service_->running_mu_);
-    next_ = service_->running_;
-    if (next_ != nullptr) next_->prev_ = this;
-    service_->running_ = this;
-  }
+        start_(absl::Now()),
+        running_(&service_->running_, this) {}
   RequestLog(const RequestLog&) = delete;
   RequestLog& operator=(const RequestLog&) = delete;
-  ~RequestLog() {
-    absl::MutexLock lock(&service_->running_mu_);
-    if (prev_ != nullptr) {
-      prev_->next_ = next_;
-    } else {
-      service_->running_ = next_;
-    }
-    if (next_ != nullptr) next_->prev_ = prev_;
-  }
-
-  // The next request on the list (ArtifactServiceImpl::running_).
-  const RequestLog* next() const { return next_; }
 
   absl::string_view method() const { return method_; }
   const std::string& artifact() const { return artifact_; }
@@ -279,14 +262,13 @@ class ArtifactServiceImpl::RequestLog {
   const absl::string_view method_;
   const std::string artifact_;
   const absl::Time start_;
-  // Neighbours on the list, under service_->running_mu_.
-  RequestLog* prev_ = nullptr;
-  RequestLog* next_ = nullptr;
   // Once identified; caller=none until then.
   std::optional<std::string> caller_identity_;
   absl::string_view caller_role_;
   std::vector<LogField> counts_;
   bool wrote_ = false;
+  // Last: the request is listed once the rest is set.
+  const RunningList<RequestLog>::Node running_;
 };
 
 std::string ArtifactServiceImpl::LogName(const std::string& requested) const {
@@ -416,8 +398,9 @@ grpc::ServerUnaryReactor* ArtifactServiceImpl::GetKvcacheNumBlocks(
 std::optional<grpc::Status> ArtifactServiceImpl::Get(
     grpc::ServerContextBase* context, const v1::GetKvcacheNumBlocksRequest& req,
     v1::GetKvcacheNumBlocksResponse* resp, ReadMode mode) {
+  bool held = false;
   const absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> at =
-      store_->Locate(req.artifact());
+      store_->Locate(req.artifact(), &held);
   const std::string& name = LogName(at, req.artifact());
   RequestLog log(this, context, "GetKvcacheNumBlocks", name);
   if (auto auth = Authorize(context, log, /*writes=*/false, req.artifact());
@@ -425,6 +408,7 @@ std::optional<grpc::Status> ArtifactServiceImpl::Get(
     return log.Finish(auth.status());
   }
   if (!at.ok()) return log.Finish(at.status());
+  if (!held) store_->KeepLocated(req.artifact(), *at);
   absl::StatusOr<std::shared_ptr<const ArtifactSummary>> summary =
       store_->ReadSummary(**at, mode);
   if (!summary.ok()) return log.Finish(summary.status());
@@ -621,8 +605,9 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
   if (mode == ReadMode::kCachedOnly && !dram_->AnswersWithoutWaiting()) {
     return std::nullopt;
   }
+  bool held = false;
   const absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> at =
-      store_->Locate(req.artifact());
+      store_->Locate(req.artifact(), &held);
   const std::string& name = LogName(at, req.artifact());
   RequestLog log(this, context, "DescribeArtifact", name);
   if (auto auth = Authorize(context, log, /*writes=*/false, req.artifact());
@@ -630,6 +615,7 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
     return log.Finish(auth.status());
   }
   if (!at.ok()) return log.Finish(at.status());
+  if (!held) store_->KeepLocated(req.artifact(), *at);
   absl::StatusOr<std::shared_ptr<const Artifact>> read =
       store_->ReadShared(**at, {.verify_payload = req.verify_payload()}, mode);
   if (!read.ok()) return log.Finish(read.status());
@@ -791,15 +777,13 @@ int ArtifactServiceImpl::active_writes() const {
 
 std::vector<std::string> ArtifactServiceImpl::DescribeRunning() const {
   const absl::Time now = absl::Now();
-  absl::MutexLock lock(&running_mu_);
   std::vector<std::string> lines;
-  for (const RequestLog* running = running_; running != nullptr;
-       running = running->next()) {
+  running_.ForEach([&](const RequestLog& running) {
     lines.push_back(absl::StrCat(
-        running->method(),
-        " artifact=", LogValue(running->artifact(), kMaxEchoBytes),
-        " running_ms=", absl::ToInt64Milliseconds(now - running->start())));
-  }
+        running.method(),
+        " artifact=", LogValue(running.artifact(), kMaxEchoBytes),
+        " running_ms=", absl::ToInt64Milliseconds(now - running.start())));
+  });
   std::sort(lines.begin(), lines.end());
   return lines;
 }

@@ -27,6 +27,7 @@
 #include "absl/time/time.h"
 #include "core/device/dram.h"
 #include "core/resize/plan_cache.h"
+#include "core/running_list.h"
 #include "core/store/store.h"
 #include "core/thread_pool.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
@@ -200,9 +201,8 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   PlanCache plans_;
   // Describe's replies, serialized once per artifact read, name and device.
   DescribeReplies describe_replies_;
-  // Reads that could not be answered from the cache (ServeRead). Declared
-  // after what they use, so that it is destroyed (joined) first.
-  ThreadPool readers_{kReaderThreads};
+  // Every request being handled, the newest first.
+  RunningList<RequestLog> running_;
 
   mutable absl::Mutex mu_;
   int active_writes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -211,9 +211,10 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   // Outcomes of the last kKeptOutcomes finished ids, oldest first.
   absl::flat_hash_map<std::string, Outcome> outcomes_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> outcome_order_ ABSL_GUARDED_BY(mu_);
-  // Every request being handled, the newest first (RequestLog links them).
-  mutable absl::Mutex running_mu_;
-  RequestLog* running_ ABSL_GUARDED_BY(running_mu_) = nullptr;
+
+  // Reads that could not be answered from the cache (ServeRead). Declared
+  // after what they use, so that it is destroyed (joined) first.
+  ThreadPool readers_{kReaderThreads};
 };
 
 }  // namespace rbln

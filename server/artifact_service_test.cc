@@ -216,6 +216,24 @@ TEST_F(ReadQueueTest, ReadsBeyondTheQueueAreRefusedTheOthersAnswered) {
   EXPECT_EQ(logged, kRefused) << log_.str();
 }
 
+TEST_F(ReadQueueTest, ARunningRequestIsListedUntilItEnds) {
+  constexpr int kThreads = ArtifactServiceImpl::kReaderThreads;
+  EXPECT_THAT(service_->DescribeRunning(), ::testing::IsEmpty());
+  for (int i = 0; i < kThreads; ++i) StartDescribe();
+  ASSERT_TRUE(WaitUntil(&holding_, kThreads));
+  // What a forced exit would log: every read held in the device resolver.
+  std::vector<std::string> running = service_->DescribeRunning();
+  ASSERT_EQ(running.size(), static_cast<size_t>(kThreads));
+  for (const std::string& line : running) {
+    EXPECT_THAT(line, ::testing::StartsWith(
+                          "DescribeArtifact artifact=\"tiny\" running_ms="));
+  }
+  Release();
+  ASSERT_TRUE(WaitUntil(&finished_, kThreads));
+  server_->Shutdown();
+  EXPECT_THAT(service_->DescribeRunning(), ::testing::IsEmpty());
+}
+
 // Describe sends a reply made once for the artifact read, its name and the
 // device (server/describe_replies.h): what changes any of them changes the
 // reply.
@@ -261,6 +279,20 @@ class DescribeReplyTest : public InProcessServiceTest {
   absl::Mutex mu_;
   absl::StatusOr<DramChoice> choice_ ABSL_GUARDED_BY(mu_);
 };
+
+// Only a caller on the daemon's Unix socket shares its file system: any
+// other (here gRPC's in-process transport, neither TCP nor Unix) names
+// artifacts as the store does.
+TEST_F(DescribeReplyTest, ACallerNotOnTheUnixSocketNamesNoAbsolutePath) {
+  grpc::ClientContext context;
+  v1::GetKvcacheNumBlocksRequest request;
+  request.set_artifact(tmp_.Join("tiny"));
+  v1::GetKvcacheNumBlocksResponse reply;
+  grpc::Status status = stub_->GetKvcacheNumBlocks(&context, request, &reply);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("is an absolute path"));
+  EXPECT_EQ(Describe("tiny").artifact(), "tiny");
+}
 
 TEST_F(DescribeReplyTest, TheSameReadIsTheSameReply) {
   const v1::DescribeArtifactResponse first = Describe();

@@ -309,15 +309,10 @@ Caller Authenticator::LookUpUnixCaller(
   return caller;
 }
 
-bool IsRemotePeer(absl::string_view peer) {
-  return absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:");
-}
-
 absl::StatusOr<Caller> Authenticator::Identify(
     const grpc::ServerContextBase& context) const {
   Caller caller;
   const std::string peer = context.peer();
-  caller.remote = IsRemotePeer(peer);
   // 1. A certificate gRPC's TLS verified against --tls-client-ca.
   std::shared_ptr<const grpc::AuthContext> auth =
       options_.client_certificates ? context.auth_context() : nullptr;
@@ -370,6 +365,7 @@ absl::StatusOr<Caller> Authenticator::Identify(
     }
     caller.identity = absl::StrCat("token:", *name);
     caller.is_operator = operators_.contains(caller.identity);
+    caller.remote = unix_peer == nullptr;
     caller.unix_peer = std::move(unix_peer);
     return caller;
   }

@@ -62,18 +62,14 @@ struct Caller {
   // Set for a Unix-socket peer: a reader there may read only what its own
   // uid and groups could (PeerMayRead).
   std::shared_ptr<const UnixPeer> unix_peer;
-  // Over TCP (IsRemotePeer): on another host, so an absolute path names
-  // nothing it shares with the daemon. Remote unless shown to be local (a
-  // peer on the daemon's Unix socket), so that a caller built elsewhere
-  // fails closed.
+  // Not on the daemon's Unix socket (over TCP, say): on another host, so an
+  // absolute path names nothing it shares with the daemon. Remote unless
+  // shown to be local (a peer on the daemon's Unix socket, whose
+  // credentials UnixPeerTable holds), so that any other caller fails closed.
   bool remote = true;
 
   absl::string_view role() const { return is_operator ? "operator" : "reader"; }
 };
-
-// Whether gRPC's peer string (ServerContext::peer) is a TCP peer: "ipv4:…"
-// or "ipv6:…", not the Unix socket's.
-bool IsRemotePeer(absl::string_view peer);
 
 // Whether `peer` could list and read a directory owned by `uid`:`gid` with
 // permission bits `mode`: the owner's bits when it owns it, else the group's

@@ -397,23 +397,36 @@ ArtifactStore::Located ArtifactStore::LocateRel(size_t root,
 }
 
 absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>>
-ArtifactStore::Locate(absl::string_view name) const {
+ArtifactStore::Locate(absl::string_view name, bool* held) const {
   {
     absl::MutexLock lock(&located_mu_);
-    if (const std::shared_ptr<const Located>* held = located_.Use(name)) {
-      return *held;
+    if (const std::shared_ptr<const Located>* kept = located_.Use(name)) {
+      if (held != nullptr) *held = true;
+      return *kept;
     }
   }
+  if (held != nullptr) *held = false;
   RBLN_ASSIGN_OR_RETURN(RootedName rooted, ResolveArtifactName(name, names_));
-  auto at = std::make_shared<const Located>(
+  return std::make_shared<const Located>(
       LocateRel(rooted.root, std::move(rooted.rel)));
-  // The name twice (the list's node and the index), the strings, and what
-  // the list, the index and the shared pointer add.
+}
+
+void ArtifactStore::KeepLocated(absl::string_view name,
+                                std::shared_ptr<const Located> at) const {
+  // The name twice (the list's node and the index) and the strings, each
+  // with what the heap adds, and what the list, the index and the shared
+  // pointer add.
   const uint64_t bytes = sizeof(Located) + 2 * name.size() + at->rel.size() +
-                         at->name.size() + at->path.size() + 128;
+                         at->name.size() + at->path.size() + 5 * 32 + 128;
+  std::string key(name);
   absl::MutexLock lock(&located_mu_);
-  located_.Insert(std::string(name), at, bytes);
-  return at;
+  if (!roots_complete_ || located_.Use(name) != nullptr) return;
+  located_.Insert(std::move(key), std::move(at), bytes);
+}
+
+uint64_t ArtifactStore::located_bytes() const {
+  absl::MutexLock lock(&located_mu_);
+  return located_.bytes();
 }
 
 ArtifactStore::~ArtifactStore() = default;
@@ -463,9 +476,9 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(
   store->names_[0].given_dir = store->given_root_;
   RBLN_RETURN_IF_ERROR(store->OpenReadOnlyRoots());
   {
-    // The roots are complete from here on: nothing resolved before stays.
+    // The roots are complete from here on: names may be kept.
     absl::MutexLock lock(&store->located_mu_);
-    store->located_.Clear();
+    store->roots_complete_ = true;
   }
 
   const std::string state_dir = JoinPath(canonical_root, kStateDirName);

@@ -230,10 +230,18 @@ class ArtifactStore {
   // logs the canonical name before it reads (ReadShared and ReadSummary
   // take it), so that a request resolves its name once. Resolution is
   // lexical and the roots are fixed once the store is open, so what a name
-  // resolved to is kept (kMaxLocatedBytes of the most recent names) and
-  // shared: a name read again is not parsed again.
+  // resolved to can be kept and shared: Locate looks in a memo of the most
+  // recent names first (about kMaxLocatedBytes of them), and sets *held
+  // (when given) to whether it was there. A name resolved anew is kept only
+  // by KeepLocated, which a request calls once its caller may read: so that
+  // a listing of every artifact, or a flood of names from a caller who may
+  // not, does not push out the names readers use.
   absl::StatusOr<std::shared_ptr<const Located>> Locate(
-      absl::string_view name) const;
+      absl::string_view name, bool* held = nullptr) const;
+  void KeepLocated(absl::string_view name,
+                   std::shared_ptr<const Located> at) const;
+  // The memo's estimated size (for tests).
+  uint64_t located_bytes() const;
 
   // Who owns each directory on the way to the artifact `name`, and its
   // mode: its root (the store or a read-only root), every directory below,
@@ -395,12 +403,15 @@ class ArtifactStore {
   std::unique_ptr<FileLock> store_lock_;
   std::vector<std::string> recovered_;
 
-  // What Locate resolved, by the name as given. A flood of distinct names
-  // cannot grow it past the bound: it only costs each name its resolution.
+  // What Locate resolved, by the name as given (KeepLocated). A flood of
+  // distinct names cannot grow it past the bound: it only costs each name
+  // its resolution.
   static constexpr uint64_t kMaxLocatedBytes = uint64_t{1} << 20;
   mutable absl::Mutex located_mu_;
   mutable LruByBytes<std::string, std::shared_ptr<const Located>> located_
       ABSL_GUARDED_BY(located_mu_){kMaxLocatedBytes};
+  // Set once the roots are complete (Open): nothing is kept before.
+  bool roots_complete_ ABSL_GUARDED_BY(located_mu_) = false;
 
   absl::Mutex mu_;
   // Live lock entries by canonical name; an entry is dropped when the last

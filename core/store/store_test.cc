@@ -348,36 +348,54 @@ TEST_F(StoreTest, SecondOpenFailsFastNamingThePid) {
 // ---------------------------------------------------------------------------
 // Names
 
-TEST_F(StoreTest, ANameSeenBeforeIsNotResolvedAgainAndAFloodStaysBounded) {
+TEST_F(StoreTest, ANameKeptIsNotResolvedAgainAndAFloodStaysBounded) {
+  bool held = true;
   absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> first =
-      store_->Locate("team//./llama/");
+      store_->Locate("team//./llama/", &held);
   ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_FALSE(held);
   EXPECT_EQ((*first)->name, "team/llama");
   EXPECT_EQ((*first)->path, Abs("team/llama"));
-  // The same text again is the resolution kept; other text for the same
-  // artifact resolves on its own, to the same place.
-  EXPECT_EQ(store_->Locate("team//./llama/").value_or(nullptr), *first);
+  // Resolved anew until a request keeps it.
+  EXPECT_NE(store_->Locate("team//./llama/").value_or(nullptr), *first);
+  EXPECT_EQ(store_->located_bytes(), 0u);
+  store_->KeepLocated("team//./llama/", *first);
+  EXPECT_EQ(store_->Locate("team//./llama/", &held).value_or(nullptr), *first);
+  EXPECT_TRUE(held);
+  // Other text for the same artifact is resolved on its own, to the same
+  // place.
   absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> plain =
-      store_->Locate("team/llama");
+      store_->Locate("team/llama", &held);
   ASSERT_TRUE(plain.ok());
-  EXPECT_NE(*plain, *first);
+  EXPECT_FALSE(held);
   EXPECT_EQ((*plain)->path, (*first)->path);
-  // A name that does not resolve is not kept: it fails each time.
+  // A name that does not resolve fails each time and is never kept.
+  const uint64_t bytes = store_->located_bytes();
+  EXPECT_GT(bytes, 0u);
   EXPECT_FALSE(store_->Locate("../outside").ok());
-  EXPECT_FALSE(store_->Locate("../outside").ok());
+  EXPECT_FALSE(store_->Locate("../outside", &held).ok());
+  EXPECT_FALSE(held);
+  EXPECT_EQ(store_->located_bytes(), bytes);
   // Far more distinct names than the memo holds (about 4 KiB each, kept
-  // twice and resolved into two more: 1 MiB holds fewer than 100): the
+  // twice and resolved into two more): it stays within its bound, the
   // oldest go, and what is asked again resolves anew.
   std::string long_dir;
-  for (int i = 0; i < 20; ++i)
+  for (int i = 0; i < 20; ++i) {
     absl::StrAppend(&long_dir, std::string(190, 'x'), "/");
-  for (int i = 0; i < 1000; ++i) {
-    ASSERT_TRUE(store_->Locate(absl::StrCat(long_dir, i)).ok());
   }
+  for (int i = 0; i < 1000; ++i) {
+    const std::string name = absl::StrCat(long_dir, i);
+    absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> at =
+        store_->Locate(name);
+    ASSERT_TRUE(at.ok()) << at.status();
+    store_->KeepLocated(name, *at);
+    ASSERT_LE(store_->located_bytes(), uint64_t{1} << 20);
+  }
+  EXPECT_GT(store_->located_bytes(), (uint64_t{1} << 20) / 2);
   absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> again =
-      store_->Locate("team//./llama/");
+      store_->Locate("team//./llama/", &held);
   ASSERT_TRUE(again.ok());
-  EXPECT_NE(*again, *first);
+  EXPECT_FALSE(held);
   EXPECT_EQ((*again)->name, "team/llama");
 }
 
