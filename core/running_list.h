@@ -8,8 +8,6 @@
 #ifndef RBLN_CORE_RUNNING_LIST_H_
 #define RBLN_CORE_RUNNING_LIST_H_
 
-#include <cstddef>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
@@ -48,12 +46,6 @@ class RunningList {
     for (const Node* node = head_; node != nullptr; node = node->next_) {
       visit(*node->item_);
     }
-  }
-
-  size_t size() const {
-    size_t n = 0;
-    ForEach([&n](const T&) { ++n; });
-    return n;
   }
 
  private:
