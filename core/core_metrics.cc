@@ -28,6 +28,7 @@ struct CoreMetrics {
   // [operation][0: ok, 1: error]
   Counter* codec_calls[kCodecOperations.size()][2];
   Counter* cache_lookups[2];  // by CacheLookup
+  Counter* dir_checks[2];     // by DirCheck
   Gauge* pending_old_versions;
   Gauge* read_leases;
   Counter* lease_breaks[kLeaseBreaks.size()];  // by ReadLeaseBreak
@@ -96,6 +97,16 @@ CoreMetrics Register(metrics::Registry& registry) {
       &lookups.WithLabels({"hit"});
   m.cache_lookups[static_cast<int>(CacheLookup::kMiss)] =
       &lookups.WithLabels({"miss"});
+  metrics::CounterFamily& dir_checks = registry.AddCounter(
+      "rbln_artifactd_dir_checks_total",
+      "Lookups that checked a cached artifact's directory, by how: watched "
+      "(inotify saw no change on its path: no stat) or looked (its name was "
+      "stat'ed: something on the path changed, or it is not watched).",
+      {"how"});
+  m.dir_checks[static_cast<int>(DirCheck::kWatched)] =
+      &dir_checks.WithLabels({"watched"});
+  m.dir_checks[static_cast<int>(DirCheck::kLooked)] =
+      &dir_checks.WithLabels({"looked"});
   m.pending_old_versions =
       &registry
            .AddGauge("rbln_artifactd_old_versions_pending",
@@ -162,6 +173,10 @@ void CountCodecCall(CodecOperation operation, const absl::Status& status) {
 
 void CountArtifactCacheLookup(CacheLookup result) {
   Metrics().cache_lookups[static_cast<int>(result)]->Increment();
+}
+
+void CountDirCheck(DirCheck how) {
+  Metrics().dir_checks[static_cast<int>(how)]->Increment();
 }
 
 void AddPendingOldVersions(int64_t delta) {

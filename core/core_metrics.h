@@ -52,6 +52,12 @@ void CountCodecCall(CodecOperation operation, const absl::Status& status);
 enum class CacheLookup { kHit, kMiss };
 void CountArtifactCacheLookup(CacheLookup result);
 
+// A lookup checked that a held directory's name (core/env.h, HeldDir)
+// still names it unchanged: answered by the directory watches, with no
+// system call but one ioctl (core/dir_watch.h), or by looking at the name.
+enum class DirCheck { kWatched, kLooked };
+void CountDirCheck(DirCheck how);
+
 // Old artifact versions waiting out their grace period
 // (core/store/retired_trees.h) changed by `delta`: +1 for one retired, -n
 // for n removed (or left to the recovery at the next start).

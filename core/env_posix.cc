@@ -25,12 +25,16 @@
 #include <memory>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "core/core_metrics.h"
+#include "core/dir_watch.h"
 #include "core/env.h"
+#include "core/local_fs.h"
 #include "core/read_lease.h"
 #include "core/status_macros.h"
 #include "core/unique_fd.h"
@@ -314,17 +318,27 @@ constexpr int kMaxSymlinkHops = 40;
 
 class PosixHeldDir : public HeldDir {
  public:
-  PosixHeldDir(UniqueFd dir_fd, dev_t device, ino_t ino,
+  PosixHeldDir(UniqueFd dir_fd, const struct stat& st, DirWatch* dir_watch,
                std::shared_ptr<std::atomic<int>> count)
       : fd(std::move(dir_fd)),
-        dev(device),
-        inode(ino),
+        held(st),
+        watch(dir_watch),
         count_(std::move(count)) {}
   ~PosixHeldDir() override { count_->fetch_sub(1); }
 
   const UniqueFd fd;  // O_PATH
-  const dev_t dev;
-  const ino_t inode;
+  // The directory's status when it was held: what a lookup reports while
+  // the watches saw no change since `dir` last named it unchanged.
+  const struct stat held;
+  // Null: the directory's name is looked at on every lookup.
+  DirWatch* const watch;
+  // The watch's generation when `dir` was last seen to name this directory
+  // unchanged, after the watches along it were added; 0: not yet.
+  mutable std::atomic<uint64_t> verified{0};
+  // Its path could not be watched (core/dir_watch.h): looked at every time.
+  mutable std::atomic<bool> unwatchable{false};
+  mutable absl::Mutex mu;
+  mutable std::unique_ptr<DirWatch::Watches> watches ABSL_GUARDED_BY(mu);
   // Per name held, a read lease on the file where one could be had, and
   // the file's status when it was taken (reported while the lease holds).
   std::vector<std::string> leased_names;
@@ -512,19 +526,10 @@ class PosixEnv : public Env {
       absl::Span<const std::string> names) override {
     if (follow_symlinks_) return Env::StatEntries(dir, names);
     const auto& open = static_cast<const PosixHeldDir&>(held);
-    RBLN_ASSIGN_OR_RETURN(Location at, Locate("stat", dir));
-    struct stat st;
-    if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      return ErrnoStatus("stat", dir, errno);
-    }
-    // The open directory pins its inode, so the same device and inode mean
-    // that `dir` names it still.
-    if (!S_ISDIR(st.st_mode) || st.st_dev != open.dev ||
-        st.st_ino != open.inode) {
-      return StatDirEntries(dir, names, nullptr);
-    }
+    RBLN_ASSIGN_OR_RETURN(std::optional<struct stat> st, LookAgain(open, dir));
+    if (!st.has_value()) return StatDirEntries(dir, names, nullptr);
     DirStats stats;
-    stats.dir = ToFileStat(st);
+    stats.dir = ToFileStat(*st);
     // A file still leased has not been opened for writing since: what it
     // looked like then stands (core/read_lease.h).
     const bool same_names = names.size() == open.leases.size();
@@ -768,6 +773,49 @@ class PosixEnv : public Env {
     return ErrnoStatus("stat", JoinPath(dir, name), errno);
   }
 
+  // The status of `dir` when it still names the directory `open` holds,
+  // else nullopt. Without a system call but the watch's while nothing
+  // watched changed since `dir` was last seen to name it unchanged
+  // (core/dir_watch.h, where the order below is explained).
+  absl::StatusOr<std::optional<struct stat>> LookAgain(const PosixHeldDir& open,
+                                                       const std::string& dir) {
+    const uint64_t generation =
+        open.watch != nullptr ? open.watch->Generation() : 0;
+    if (generation != 0 && open.verified.load() == generation) {
+      CountDirCheck(DirCheck::kWatched);
+      return open.held;
+    }
+    CountDirCheck(DirCheck::kLooked);
+    const bool watching = generation != 0 && !open.unwatchable.load();
+    if (watching) {
+      // Along the path as it is now: a directory on the way may have been
+      // replaced by one that nothing watches yet.
+      RBLN_ASSIGN_OR_RETURN(absl::string_view rel, BeneathRoot("stat", dir));
+      std::unique_ptr<DirWatch::Watches> watches =
+          open.watch->WatchPath(root_fd_.get(), rel);
+      if (watches == nullptr) open.unwatchable.store(true);
+      absl::MutexLock lock(&open.mu);
+      open.watches.swap(watches);  // the old ones let go after the new
+    }
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("stat", dir));
+    struct stat st;
+    if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoStatus("stat", dir, errno);
+    }
+    // The open directory pins its inode, so the same device and inode mean
+    // that `dir` names it still.
+    if (!S_ISDIR(st.st_mode) || st.st_dev != open.held.st_dev ||
+        st.st_ino != open.held.st_ino) {
+      return std::nullopt;
+    }
+    if (watching && !open.unwatchable.load() &&
+        SameFileVersion(st, open.held) &&
+        open.watch->Generation() == generation) {
+      open.verified.store(generation);
+    }
+    return st;
+  }
+
   // Read leases on the regular files among `names` (their entries in
   // *stats), each entry then replaced by the file's status once leased.
   static void LeaseEntries(PosixHeldDir* held,
@@ -806,8 +854,9 @@ class PosixEnv : public Env {
     stats.dir = ToFileStat(st);
     RBLN_RETURN_IF_ERROR(StatNamesIn(fd.get(), dir, names, &stats));
     if (held != nullptr && held_dirs_->fetch_add(1) < kMaxHeldDirs) {
-      auto open = std::make_unique<PosixHeldDir>(std::move(fd), st.st_dev,
-                                                 st.st_ino, held_dirs_);
+      auto open = std::make_unique<PosixHeldDir>(
+          std::move(fd), st, root_.empty() ? nullptr : DirWatch::Get(),
+          held_dirs_);
       LeaseEntries(open.get(), names, &stats);
       *held = std::move(open);
     } else if (held != nullptr) {
@@ -816,13 +865,10 @@ class PosixEnv : public Env {
     return stats;
   }
 
-  absl::StatusOr<Location> Locate(absl::string_view op,
-                                  const std::string& path) const {
-    Location at;
-    if (root_.empty()) {
-      at.leaf = path;
-      return at;
-    }
+  // `path` relative to the root (of a confined Env), as given: "" for the
+  // root itself.
+  absl::StatusOr<absl::string_view> BeneathRoot(absl::string_view op,
+                                                absl::string_view path) const {
     absl::string_view rel = path;
     if (path.size() >= PATH_MAX) {
       // Both ways of resolving refuse it alike (openat2 would by itself).
@@ -834,6 +880,17 @@ class PosixEnv : public Env {
           absl::StrCat(op, " ", path, ": outside the directory ", root_,
                        " that this process is confined to"));
     }
+    return rel;
+  }
+
+  absl::StatusOr<Location> Locate(absl::string_view op,
+                                  const std::string& path) const {
+    Location at;
+    if (root_.empty()) {
+      at.leaf = path;
+      return at;
+    }
+    RBLN_ASSIGN_OR_RETURN(absl::string_view rel, BeneathRoot(op, path));
     // One plain component, as an artifact at the top of a store is: its
     // parent is the root (no allocation but the leaf's, on every lookup).
     if (!follow_symlinks_ && !rel.empty() && rel != "." && rel != ".." &&

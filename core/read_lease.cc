@@ -1,7 +1,6 @@
 #include "core/read_lease.h"
 
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
@@ -21,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "core/core_metrics.h"
+#include "core/local_fs.h"
 #include "core/unique_fd.h"
 
 namespace rbln {
@@ -37,28 +37,6 @@ namespace {
 
 std::atomic<bool> leases_enabled{true};
 std::atomic<int> leases_held{0};
-
-// File systems whose leases this kernel breaks for every writer: local
-// ones. A network file system's other clients would not break them.
-bool LeasesHoldOn(const struct statfs& fs) {
-  switch (static_cast<unsigned long>(fs.f_type)) {
-    case EXT4_SUPER_MAGIC:  // ext2 and ext3 too
-    case XFS_SUPER_MAGIC:
-    case BTRFS_SUPER_MAGIC:
-    case TMPFS_MAGIC:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool SameFile(const struct stat& a, const struct stat& b) {
-  return a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
-         a.st_size == b.st_size && a.st_mtim.tv_sec == b.st_mtim.tv_sec &&
-         a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
-         a.st_ctim.tv_sec == b.st_ctim.tv_sec &&
-         a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
-}
 
 // How long the kernel lets a lease holder take before it breaks the lease
 // itself (/proc/sys/fs/lease-break-time, 45 s by default).
@@ -225,7 +203,7 @@ class LeaseThread {
                        [](const ReadLease::State& state) {
                          struct stat st;
                          return fstat(state.fd, &st) != 0 ||
-                                !SameFile(st, state.leased);
+                                !SameFileVersion(st, state.leased);
                        });
           UpdateTimes();
           next_check = absl::Now() + period_;
@@ -297,7 +275,7 @@ std::unique_ptr<ReadLease> ReadLease::Take(int dir_fd, const std::string& name,
   struct f_owner_ex owner = {F_OWNER_TID, thread->tid()};
   if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
       st.st_dev != device || st.st_ino != inode ||
-      fstatfs(fd.get(), &fs) != 0 || !LeasesHoldOn(fs) ||
+      fstatfs(fd.get(), &fs) != 0 || !IsLocalFileSystem(fs) ||
       fcntl(fd.get(), F_SETSIG, ReadLeaseSignal()) != 0 ||
       fcntl(fd.get(), F_SETOWN_EX, &owner) != 0) {
     uncount();

@@ -46,6 +46,7 @@
 #include "core/defaults.h"
 #include "core/device/dram.h"
 #include "core/device/probe_provider.h"
+#include "core/dir_watch.h"
 #include "core/env.h"
 #include "core/flag_errors.h"
 #include "core/format/external_codec.h"
@@ -521,6 +522,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> operators;
   bool no_default_operators = false;
   bool no_read_leases = false;
+  bool no_dir_watch = false;
   app.add_option("--tls-cert", tls_cert,
                  "Serve TCP listeners over TLS with this certificate chain "
                  "(PEM); needs --tls-key")
@@ -575,6 +577,10 @@ int main(int argc, char** argv) {
                "Take no read leases on cached artifacts' files: every Get and "
                "Describe then stats each file again, and a writer's open of "
                "such a file never waits for this daemon "
+               "(docs/performance.md)");
+  app.add_flag("--no-dir-watch", no_dir_watch,
+               "Watch no cached artifact's directory with inotify: every Get "
+               "and Describe then stats the directory's name again "
                "(docs/performance.md)");
   app.footer(
       "Available DRAM (what a budget like 0.8 is a fraction of), in order of "
@@ -757,6 +763,7 @@ int main(int argc, char** argv) {
   // The read leases' signals, for their own thread (core/read_lease.h).
   rbln::BlockReadLeaseSignals();
   rbln::SetReadLeasesEnabled(!no_read_leases);
+  rbln::DirWatch::SetEnabled(!no_dir_watch);
 
   // The TLS files are checked here, so that a bad set is a start-up error;
   // the copies gRPC serves from are made once the store is open
@@ -818,6 +825,13 @@ int main(int argc, char** argv) {
         "hosts; anyone who reaches it can read, and tokens would travel in "
         "clear",
         address);
+  }
+  // Made here, so that its thread starts with the signals above blocked.
+  if (!no_dir_watch && rbln::DirWatch::Get() == nullptr) {
+    spdlog::warn(
+        "no inotify instance could be had (/proc/sys/fs/inotify/"
+        "max_user_instances, or no /proc): every Get and Describe stats its "
+        "artifact's directory again");
   }
   if (metrics_address.has_value() &&
       metrics_address->kind == rbln::ServerAddress::Kind::kTcp &&

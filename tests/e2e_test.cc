@@ -208,6 +208,25 @@ TEST_F(E2eTest, CachedAnswersFollowEveryChange) {
   rbln::testing::WriteFileOrDie(config, text);
   EXPECT_EQ(Get("./llama"), before);
 
+  // Replaced by hand with an edited copy (a rename, which the directory's
+  // watch sees: docs/performance.md, "The directory check"), then put back.
+  const std::string dir = StorePath("llama");
+  std::filesystem::copy(dir, dir + ".new",
+                        std::filesystem::copy_options::recursive);
+  rbln::testing::WriteFileOrDie(JoinPath(dir + ".new", kRblnConfigFileName),
+                                absl::StrReplaceAll(text, {{from, to}}));
+  ASSERT_EQ(rename(dir.c_str(), (dir + ".old").c_str()), 0);
+  ASSERT_EQ(rename((dir + ".new").c_str(), dir.c_str()), 0);
+  EXPECT_EQ(Get("./llama"), edited);
+  // Describe checks the count against the containers, which the copy kept
+  // as they were: an error, not the answer cached for the old directory.
+  EXPECT_THAT(Cli("--describe --json --model-id ./llama").out,
+              HasSubstr("DATA_LOSS"));
+  ASSERT_EQ(rename(dir.c_str(), (dir + ".new").c_str()), 0);
+  ASSERT_EQ(rename((dir + ".old").c_str(), dir.c_str()), 0);
+  EXPECT_EQ(Get("./llama"), before);
+  EXPECT_EQ(described(), before);
+
   // The daemon's own commit.
   Outcome set = Cli(absl::StrCat("--set-kvcache-num-blocks ", before - 2,
                                  " --model-id ./llama"));
