@@ -54,7 +54,7 @@ void CountArtifactCacheLookup(CacheLookup result);
 
 // A lookup checked that a held directory's name (core/env.h, HeldDir)
 // still names it unchanged: answered by the directory watches, with no
-// system call but one ioctl (core/dir_watch.h), or by looking at the name.
+// system call but one poll (core/dir_watch.h), or by looking at the name.
 enum class DirCheck { kWatched, kLooked };
 void CountDirCheck(DirCheck how);
 

@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -20,12 +19,13 @@ namespace rbln {
 namespace {
 
 // Whatever can change how a path through the directory resolves, or the
-// directory's own status: its entries, its attributes, its own move or
-// removal. Not reads, opens or writes of the files in it (our own reads
-// would then count as changes).
+// directory's own status: its entries, its attributes, its times (a
+// utimensat of the modification time alone queues IN_MODIFY, which also
+// comes with every write to a file in it), its own move or removal. Not
+// reads or opens (IN_ACCESS, IN_OPEN: our own reads would count).
 constexpr uint32_t kWatchMask = IN_ATTRIB | IN_CREATE | IN_DELETE |
-                                IN_DELETE_SELF | IN_MOVE_SELF | IN_MOVED_FROM |
-                                IN_MOVED_TO | IN_ONLYDIR;
+                                IN_DELETE_SELF | IN_MODIFY | IN_MOVE_SELF |
+                                IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR;
 
 std::atomic<bool> watch_enabled{true};
 
@@ -34,45 +34,62 @@ std::atomic<bool> watch_enabled{true};
 DirWatch::Watches::~Watches() { owner_->Release(refs_); }
 
 DirWatch* DirWatch::Get() {
+  if (!watch_enabled.load(std::memory_order_relaxed)) return nullptr;
   static DirWatch* const watch = []() -> DirWatch* {
-    UniqueFd inotify(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-    UniqueFd mounts(open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC));
-    if (inotify.get() < 0 || mounts.get() < 0) return nullptr;
-    auto* made = new DirWatch(inotify.Release(), mounts.Release());
-    std::thread([made] { made->WaitForMounts(); }).detach();
-    return made;
+    const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    return fd < 0 ? nullptr : new DirWatch(fd);
   }();
-  return watch_enabled.load(std::memory_order_relaxed) ? watch : nullptr;
+  return watch;
 }
 
 void DirWatch::SetEnabled(bool enabled) {
   watch_enabled.store(enabled, std::memory_order_relaxed);
 }
 
-DirWatch::DirWatch(int inotify_fd, int mountinfo_fd)
-    : inotify_fd_(inotify_fd), mountinfo_fd_(mountinfo_fd) {}
+DirWatch::DirWatch(int inotify_fd) : inotify_fd_(inotify_fd) {}
 
 uint64_t DirWatch::Generation() {
-  int queued = 0;
-  if (ioctl(inotify_fd_, FIONREAD, &queued) == 0 && queued == 0) {
+  // The thread's own: a poll consumes the mount table's mark for the
+  // descriptor polled, which another thread's poll must not take away from
+  // it. Of the thread's namespace (thread-self), and opened on its first
+  // call: a mount before then marks nothing, so that call counts as one.
+  thread_local UniqueFd mounts;
+  bool fresh = false;
+  if (mounts.get() < 0) {
+    mounts =
+        UniqueFd(open("/proc/thread-self/mountinfo", O_RDONLY | O_CLOEXEC));
+    if (mounts.get() < 0) return 0;
+    fresh = true;
+  }
+  struct pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {mounts.get(), POLLPRI, 0}};
+  const int ready = poll(fds, 2, 0);
+  if (ready < 0) return 0;
+  if (ready == 0 && !fresh) {
     // Odd: another thread has read events it has not counted yet.
     const uint64_t generation = generation_.load();
     if (generation % 2 == 0) return generation;
   }
   absl::MutexLock lock(&mu_);
-  Drain();
+  Drain(fresh || (fds[1].revents & (POLLPRI | POLLERR)) != 0);
   return generation_.load();
 }
 
-void DirWatch::Drain() {
+void DirWatch::Drain(bool mounts) {
   const uint64_t before = generation_.load();
   generation_.store(before + 1);
-  bool changed = false;
+  bool changed = mounts;
   alignas(struct inotify_event) char buf[4096];
-  for (;;) {
+  // Bounded, so that a process queueing events without end does not keep
+  // the lock: what is left is read by the next call.
+  for (int reads = 0; reads < 16;) {
     const ssize_t n = read(inotify_fd_, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
+    if (n < 0 && errno == EAGAIN) break;
+    if (n <= 0) {
+      changed = true;  // events may be lost: trust nothing seen before
+      break;
+    }
+    ++reads;
     for (ssize_t at = 0; at < n;) {
       const auto* event =
           reinterpret_cast<const struct inotify_event*>(buf + at);
@@ -91,21 +108,6 @@ void DirWatch::Drain() {
     }
   }
   generation_.store(changed ? before + 2 : before);
-}
-
-void DirWatch::WaitForMounts() {
-  struct pollfd mounts = {mountinfo_fd_, POLLPRI, 0};
-  for (;;) {
-    mounts.revents = 0;
-    if (poll(&mounts, 1, -1) < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    if (mounts.revents & (POLLPRI | POLLERR)) {
-      absl::MutexLock lock(&mu_);
-      generation_.store(generation_.load() + 2);
-    }
-  }
 }
 
 std::unique_ptr<DirWatch::Watches> DirWatch::WatchPath(int root_fd,

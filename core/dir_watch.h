@@ -5,23 +5,28 @@
 // One inotify instance for the process. A caller watches every directory
 // from a root down to a directory it holds (WatchPath) and keeps the Watches
 // while it holds it. Generation() moves whenever something watched may have
-// changed: an entry created, removed or renamed in a watched directory, its
-// attributes changed, the directory itself moved or removed, the kernel's
-// event queue overflowing, or the process's mount table changing.
+// changed: an entry created, removed, renamed or written to in a watched
+// directory, its attributes or times changed, the directory itself moved or
+// removed, the kernel's event queue overflowing, or the process's mount
+// table changing.
 //
 // Why it is sound: the kernel queues an inotify event before the system call
-// that made the change returns, and Generation() asks the queue itself
-// (ioctl FIONREAD), so it never misses a change that finished before it was
-// called. A caller that reads g = Generation(), then adds its watches, then
-// looks at the directory (fstatat), and finds Generation() == g afterwards,
-// may trust what it saw for as long as Generation() returns g. The one
-// exception is a mount: no inotify event reports one, so a thread of this
-// class waits on /proc/self/mountinfo and moves the generation when the
-// mount table changes, microseconds after the mount returned.
+// that made the change returns, and Generation() asks the queue itself, so
+// it never misses a change that finished before it was called. A caller
+// that reads g = Generation(), then adds its watches, then looks at the
+// directory (fstatat), and finds Generation() == g afterwards, may trust
+// what it saw for as long as Generation() returns g. No inotify event
+// reports a mount, so Generation() also polls /proc/thread-self/mountinfo,
+// which the kernel marks on every change of the mount table: in the same system
+// call (poll, with no wait), through a descriptor of the calling thread's
+// own (a poll consumes the mark for the descriptor polled).
 //
-// Another trap the caller handles: after the generation moved, it must add
-// its watches again along its path as it is now, since a directory on the
-// way may have been replaced by one that nothing watches.
+// What it does not see: a change of a directory's inode flags (chattr) or
+// of its access time alone, which queue no event in the mask (neither
+// changes what the directory holds). Another trap the caller handles: after
+// the generation moved, it must add its watches again along its path as it
+// is now, since a directory on the way may have been replaced by one that
+// nothing watches.
 //
 // WatchPath returns null where inotify would not see every change: on file
 // systems other than the local ones (ext2/3/4, XFS, Btrfs, tmpfs; another
@@ -63,8 +68,9 @@ class DirWatch {
     explicit Watches(DirWatch* owner) : owner_(owner) {}
 
     DirWatch* const owner_;
-    // Watch descriptor and the id of the watch it named when taken: the
-    // kernel reuses a descriptor once its watch is gone.
+    // Watch descriptor and the id of the watch it named when taken: once a
+    // watch is gone its number may name another (the kernel hands numbers
+    // out cyclically, so only after 2^31 more watches).
     std::vector<std::pair<int, uint64_t>> refs_;
   };
 
@@ -75,8 +81,9 @@ class DirWatch {
   // null while off. Watches already held stay until let go. On by default.
   static void SetEnabled(bool enabled);
 
-  // A number that moves whenever something watched may have changed. One
-  // ioctl when nothing is queued.
+  // A number that moves whenever something watched may have changed; 0
+  // when that cannot be told now (trust nothing). One poll when nothing
+  // changed.
   uint64_t Generation();
 
   // Watches the directory open as `root_fd` and every directory of `rel`
@@ -96,17 +103,15 @@ class DirWatch {
     int holders = 0;
   };
 
-  DirWatch(int inotify_fd, int mountinfo_fd);
+  explicit DirWatch(int inotify_fd);
   // Adds a watch on the directory open as `fd` to *refs.
   bool Add(int fd, std::vector<std::pair<int, uint64_t>>* refs);
   void Release(const std::vector<std::pair<int, uint64_t>>& refs);
-  // Reads every queued event; moves the generation when one concerns a
-  // watch held.
-  void Drain() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WaitForMounts();
+  // Reads the queued events; moves the generation when one concerns a
+  // watch held, or the mount table changed (`mounts`).
+  void Drain(bool mounts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int inotify_fd_;
-  const int mountinfo_fd_;
   mutable absl::Mutex mu_;
   // Even while stable; odd while Drain runs (Generation then waits for mu_).
   std::atomic<uint64_t> generation_{2};

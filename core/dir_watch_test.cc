@@ -1,7 +1,9 @@
 // Directory watches on real directories: what moves the generation, what
 // does not, and that watches shared along paths are let go only by their
 // last holder. The Env's use of them (StatEntriesAgain) is tested in
-// core/env_test.cc.
+// core/held_dir_test.cc. Each test runs in a mount namespace of its own
+// where it can (as root), so that another test's mount does not move the
+// generation under it.
 #include "core/dir_watch.h"
 
 #include <fcntl.h>
@@ -11,8 +13,8 @@
 #include <unistd.h>
 
 #include <string>
+#include <thread>
 
-#include "absl/time/clock.h"
 #include "core/testing/test_util.h"
 #include "core/unique_fd.h"
 #include "gtest/gtest.h"
@@ -23,6 +25,7 @@ namespace {
 class DirWatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    private_mounts_ = testing::EnterPrivateMountNamespace();
     watch_ = DirWatch::Get();
     if (watch_ == nullptr) GTEST_SKIP() << "no inotify here";
     root_ = UniqueFd(open(tmp_.path().c_str(), O_PATH | O_DIRECTORY));
@@ -42,6 +45,7 @@ class DirWatchTest : public ::testing::Test {
     return moved;
   }
 
+  bool private_mounts_ = false;
   testing::TempDir tmp_;
   DirWatch* watch_ = nullptr;
   UniqueFd root_;
@@ -65,6 +69,21 @@ TEST_F(DirWatchTest, EveryChangeAlongThePathMovesTheGeneration) {
   ASSERT_EQ(mkdir(tmp_.Join("a/c").c_str(), 0755), 0);  // in an ancestor
   EXPECT_TRUE(Moved());
   ASSERT_EQ(mkdir(tmp_.Join("top").c_str(), 0755), 0);  // in the root
+  EXPECT_TRUE(Moved());
+  // The modification time alone (touch -m), and a file in b written.
+  const struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, tmp_.Join("a/b").c_str(), times, 0), 0);
+  EXPECT_TRUE(Moved());
+  const int file = open(tmp_.Join("a/b/file").c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(file, 0);
+  EXPECT_EQ(write(file, "y", 1), 1);
+  close(file);
+  EXPECT_TRUE(Moved());
+  // b exchanged with another directory.
+  ASSERT_EQ(mkdir(tmp_.Join("other").c_str(), 0755), 0);
+  ASSERT_EQ(renameat2(AT_FDCWD, tmp_.Join("a/b").c_str(), AT_FDCWD,
+                      tmp_.Join("other").c_str(), RENAME_EXCHANGE),
+            0);
   EXPECT_TRUE(Moved());
   ASSERT_EQ(rename(tmp_.Join("a").c_str(), tmp_.Join("moved").c_str()), 0);
   EXPECT_TRUE(Moved());
@@ -99,7 +118,7 @@ TEST_F(DirWatchTest, AWatchSharedByTwoPathsStaysUntilBothLetGo) {
   EXPECT_FALSE(Moved());
 }
 
-TEST_F(DirWatchTest, AWatchTheKernelDroppedIsForgottenNotLetGoLater) {
+TEST_F(DirWatchTest, AWatchTheKernelDroppedIsForgottenAndOthersStay) {
   ASSERT_EQ(mkdir(tmp_.Join("gone").c_str(), 0755), 0);
   std::unique_ptr<DirWatch::Watches> gone =
       watch_->WatchPath(root_.get(), "gone");
@@ -112,7 +131,8 @@ TEST_F(DirWatchTest, AWatchTheKernelDroppedIsForgottenNotLetGoLater) {
   std::unique_ptr<DirWatch::Watches> next =
       watch_->WatchPath(root_.get(), "next");
   ASSERT_NE(next, nullptr);
-  gone.reset();  // lets go of the root only, once
+  gone.reset();  // lets go of the root once, which others still hold
+  EXPECT_EQ(watch_->watched(), watched);
   Moved();
   testing::WriteFileOrDie(tmp_.Join("next/file"), "y");
   EXPECT_TRUE(Moved());
@@ -130,21 +150,34 @@ TEST_F(DirWatchTest, APathThatIsNotThereOrNotLocalIsNotWatched) {
   EXPECT_EQ(watch_->WatchPath(proc.get(), "self"), nullptr);
 }
 
-TEST_F(DirWatchTest, AMountMovesTheGeneration) {
+TEST_F(DirWatchTest, AMountIsSeenByTheNextCall) {
+  if (!private_mounts_) GTEST_SKIP() << "no mount namespace of its own";
   const std::string point = tmp_.Join("a/b/mnt");
   ASSERT_EQ(mkdir(point.c_str(), 0755), 0);
   Moved();
-  if (mount("tmpfs", point.c_str(), "tmpfs", 0, "size=1m") != 0) {
-    GTEST_SKIP() << "cannot mount here: " << strerror(errno);
-  }
-  // Seen by the watch's thread: wait for it (the test fails only if it
-  // never comes).
-  bool moved = false;
-  for (int i = 0; i < 1000 && !moved; ++i) {
-    moved = Moved();
-    if (!moved) absl::SleepFor(absl::Milliseconds(10));
-  }
-  EXPECT_TRUE(moved);
+  EXPECT_FALSE(Moved());
+  ASSERT_EQ(mount("tmpfs", point.c_str(), "tmpfs", 0, "size=1m"), 0)
+      << strerror(errno);
+  EXPECT_TRUE(Moved());
+  EXPECT_FALSE(Moved());
+  ASSERT_EQ(umount(point.c_str()), 0);
+  EXPECT_TRUE(Moved());
+}
+
+TEST_F(DirWatchTest, AMountBeforeAThreadsFirstCallIsNotMissed) {
+  if (!private_mounts_) GTEST_SKIP() << "no mount namespace of its own";
+  const std::string point = tmp_.Join("a/b/mnt");
+  ASSERT_EQ(mkdir(point.c_str(), 0755), 0);
+  Moved();
+  EXPECT_FALSE(Moved());
+  // A thread's view of the mount table starts at its first call, after the
+  // mount: that call counts as a change. (The new thread starts in this
+  // thread's namespace.)
+  ASSERT_EQ(mount("tmpfs", point.c_str(), "tmpfs", 0, "size=1m"), 0)
+      << strerror(errno);
+  uint64_t seen = 0;
+  std::thread([&] { seen = watch_->Generation(); }).join();
+  EXPECT_NE(seen, last_);
   ASSERT_EQ(umount(point.c_str()), 0);
 }
 

@@ -333,12 +333,14 @@ class PosixHeldDir : public HeldDir {
   // Null: the directory's name is looked at on every lookup.
   DirWatch* const watch;
   // The watch's generation when `dir` was last seen to name this directory
-  // unchanged, after the watches along it were added; 0: not yet.
+  // unchanged, with the watches along it added before; 0: not now. Stored
+  // under `mu` only.
   mutable std::atomic<uint64_t> verified{0};
-  // Its path could not be watched (core/dir_watch.h): looked at every time.
-  mutable std::atomic<bool> unwatchable{false};
   mutable absl::Mutex mu;
   mutable std::unique_ptr<DirWatch::Watches> watches ABSL_GUARDED_BY(mu);
+  // The generation at which its path could not be watched (core/
+  // dir_watch.h); tried again once the generation moves.
+  mutable uint64_t watch_failed_at ABSL_GUARDED_BY(mu) = 0;
   // Per name held, a read lease on the file where one could be had, and
   // the file's status when it was taken (reported while the lease holds).
   std::vector<std::string> leased_names;
@@ -779,24 +781,52 @@ class PosixEnv : public Env {
   // (core/dir_watch.h, where the order below is explained).
   absl::StatusOr<std::optional<struct stat>> LookAgain(const PosixHeldDir& open,
                                                        const std::string& dir) {
-    const uint64_t generation =
-        open.watch != nullptr ? open.watch->Generation() : 0;
+    if (open.watch == nullptr) {
+      CountDirCheck(DirCheck::kLooked);
+      return LookAtName(open, dir);
+    }
+    uint64_t generation = open.watch->Generation();
+    if (generation != 0 && open.verified.load() == generation) {
+      CountDirCheck(DirCheck::kWatched);
+      return open.held;
+    }
+    // One lookup at a time re-watches and records, so that none lets go of
+    // the watches another recorded a generation with.
+    absl::MutexLock lock(&open.mu);
+    generation = open.watch->Generation();
     if (generation != 0 && open.verified.load() == generation) {
       CountDirCheck(DirCheck::kWatched);
       return open.held;
     }
     CountDirCheck(DirCheck::kLooked);
-    const bool watching = generation != 0 && !open.unwatchable.load();
-    if (watching) {
+    if (generation == 0) return LookAtName(open, dir);
+    if (open.watch_failed_at != generation) {
       // Along the path as it is now: a directory on the way may have been
-      // replaced by one that nothing watches yet.
+      // replaced by one that nothing watches yet. Tried again once the
+      // generation moves after a failure (the watches may have been used
+      // up for a while).
       RBLN_ASSIGN_OR_RETURN(absl::string_view rel, BeneathRoot("stat", dir));
       std::unique_ptr<DirWatch::Watches> watches =
           open.watch->WatchPath(root_fd_.get(), rel);
-      if (watches == nullptr) open.unwatchable.store(true);
-      absl::MutexLock lock(&open.mu);
+      if (watches == nullptr) {
+        open.watch_failed_at = generation;
+        open.verified.store(0);
+      }
       open.watches.swap(watches);  // the old ones let go after the new
     }
+    RBLN_ASSIGN_OR_RETURN(std::optional<struct stat> st, LookAtName(open, dir));
+    if (st.has_value() && open.watches != nullptr &&
+        SameFileVersion(*st, open.held) &&
+        open.watch->Generation() == generation) {
+      open.verified.store(generation);
+    }
+    return st;
+  }
+
+  // The status of `dir` from its name, when that still names the directory
+  // `open` holds, else nullopt.
+  absl::StatusOr<std::optional<struct stat>> LookAtName(
+      const PosixHeldDir& open, const std::string& dir) {
     RBLN_ASSIGN_OR_RETURN(Location at, Locate("stat", dir));
     struct stat st;
     if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -807,11 +837,6 @@ class PosixEnv : public Env {
     if (!S_ISDIR(st.st_mode) || st.st_dev != open.held.st_dev ||
         st.st_ino != open.held.st_ino) {
       return std::nullopt;
-    }
-    if (watching && !open.unwatchable.load() &&
-        SameFileVersion(st, open.held) &&
-        open.watch->Generation() == generation) {
-      open.verified.store(generation);
     }
     return st;
   }

@@ -8,12 +8,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "absl/time/clock.h"
+#include "absl/strings/str_cat.h"
 #include "core/dir_watch.h"
 #include "core/env.h"
 #include "core/metrics.h"
@@ -35,6 +37,8 @@ uint64_t DirChecks(const std::string& how) {
 class HeldDirTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
+    // Another test's mount would move the generation under this one's.
+    private_mounts_ = testing::EnterPrivateMountNamespace();
     DirWatch::SetEnabled(GetParam());
     if (GetParam() && DirWatch::Get() == nullptr) {
       GTEST_SKIP() << "no inotify here";
@@ -84,6 +88,7 @@ class HeldDirTest : public ::testing::TestWithParam<bool> {
     return DirChecks("watched") == before + lookups;
   }
 
+  bool private_mounts_ = false;
   testing::TempDir tmp_;
   std::unique_ptr<Env> env_;
   std::string dir_;
@@ -139,21 +144,91 @@ TEST_P(HeldDirTest, ADirectoryThatReplacedAnotherOnThePathIsWatchedToo) {
   EXPECT_NE(Again().inode, first_.inode);
 }
 
-TEST_P(HeldDirTest, AFileSystemMountedOverItIsSeen) {
+TEST_P(HeldDirTest, AFileSystemMountedOverItIsSeenByTheNextLookup) {
+  if (!private_mounts_) GTEST_SKIP() << "no mount namespace of its own";
   Again();
-  Again();
-  if (mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=1m") != 0) {
-    GTEST_SKIP() << "cannot mount here: " << strerror(errno);
-  }
-  // The mount table is watched by a thread (core/dir_watch.h): wait for it.
-  // The test fails only if the mount is never seen.
-  bool seen = false;
-  for (int i = 0; i < 1000 && !seen; ++i) {
-    seen = Again().inode != first_.inode;
-    if (!seen) absl::SleepFor(absl::Milliseconds(10));
-  }
-  EXPECT_TRUE(seen);
+  EXPECT_EQ(Watched(2), GetParam());
+  ASSERT_EQ(mount("tmpfs", dir_.c_str(), "tmpfs", 0, "size=1m"), 0)
+      << strerror(errno);
+  EXPECT_NE(Again().inode, first_.inode);
   ASSERT_EQ(umount(dir_.c_str()), 0);
+  EXPECT_EQ(Again().inode, first_.inode);
+}
+
+TEST_P(HeldDirTest, ItsTimesAndAnExchangeAreSeen) {
+  Again();
+  EXPECT_EQ(Watched(2), GetParam());
+  // touch -m: the modification time alone.
+  const struct timespec times[2] = {{0, UTIME_OMIT}, {12345, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, dir_.c_str(), times, 0), 0);
+  EXPECT_EQ(Again().mtime_ns, int64_t{12345} * 1000000000);
+  MakeDirs("x");
+  ASSERT_EQ(renameat2(AT_FDCWD, dir_.c_str(), AT_FDCWD, tmp_.Join("x").c_str(),
+                      RENAME_EXCHANGE),
+            0);
+  EXPECT_NE(Again().inode, first_.inode);
+}
+
+TEST_P(HeldDirTest, OnAFileSystemNotTrustedItIsLookedAtEveryTime) {
+  if (!private_mounts_) GTEST_SKIP() << "no mount namespace of its own";
+  // ramfs: local, but not among the file systems trusted to report every
+  // change (core/local_fs.h), as a network file system would not.
+  MakeDirs("r");
+  ASSERT_EQ(mount("ramfs", tmp_.Join("r").c_str(), "ramfs", 0, nullptr), 0)
+      << strerror(errno);
+  MakeDirs("r/x");
+  const std::string dir = tmp_.Join("r/x");
+  std::unique_ptr<HeldDir> held;
+  absl::StatusOr<DirStats> first = env_->StatAndHoldEntries(dir, {}, &held);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_NE(held, nullptr);
+  const uint64_t looked = DirChecks("looked");
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(env_->StatEntriesAgain(*held, dir, {}).ok());
+  }
+  if (GetParam()) {
+    EXPECT_EQ(DirChecks("looked"), looked + 3);
+  }
+  Move("r/x", "r/y");
+  MakeDirs("r/x");
+  absl::StatusOr<DirStats> again = env_->StatEntriesAgain(*held, dir, {});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(again->dir.inode, first->dir.inode);
+  held.reset();
+  ASSERT_EQ(umount(tmp_.Join("r").c_str()), 0);
+}
+
+TEST_P(HeldDirTest, LookupsRacingEachOtherMissNoChange) {
+  // Lookups of the same held directory on other threads all along, while
+  // the path is rebuilt around b and then led elsewhere: each lookup made
+  // after a change sees it.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> lookers;
+  for (int i = 0; i < 2; ++i) {
+    lookers.emplace_back([&] {
+      while (!stop.load()) env_->StatEntriesAgain(*held_, dir_, names_).ok();
+    });
+  }
+  for (int round = 0; round < 20; ++round) {
+    const std::string n = absl::StrCat("n", round);
+    // The directories above b replaced by new ones, b not moved.
+    MakeDirs(n + "/n2");
+    Move("p/q/a", n + "/n2/a");
+    Move("p", absl::StrCat("p_old", round));
+    Move(n, "p");
+    Move("p/n2", "p/q");
+    EXPECT_EQ(Again().inode, first_.inode) << round;
+    // Then led elsewhere, in a directory that replaced another.
+    Move("p/q", "p/q_old");
+    MakeDirs("p/q/a/b");
+    EXPECT_NE(Again().inode, first_.inode) << round;
+    // And back.
+    Move("p/q", absl::StrCat("p/q_new", round));
+    Move("p/q_old", "p/q");
+    EXPECT_EQ(Again().inode, first_.inode) << round;
+  }
+  stop.store(true);
+  for (std::thread& looker : lookers) looker.join();
 }
 
 INSTANTIATE_TEST_SUITE_P(Watch, HeldDirTest, ::testing::Bool(),

@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -177,6 +179,15 @@ int RunCommand(const std::string& command, std::string* output) {
   int status = pclose(pipe);
   if (status == -1 || !WIFEXITED(status)) return -1;
   return WEXITSTATUS(status);
+}
+
+bool EnterPrivateMountNamespace() {
+  // Once: a descriptor of the mount table opened before would go on
+  // describing the namespace left behind.
+  static const bool entered =
+      unshare(CLONE_NEWNS) == 0 &&
+      mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
+  return entered;
 }
 
 Container ContainerOf(const ContainerFile& file) {

@@ -65,6 +65,14 @@ std::string BinaryPath(absl::string_view name);
 // stderr combined in `output`.
 int RunCommand(const std::string& command, std::string* output);
 
+// Moves the calling thread into a mount namespace of its own whose mounts
+// are private: mounts it makes are not seen by other processes (tests that
+// run beside it), nor theirs by it. False without the right to
+// (CAP_SYS_ADMIN); the thread is then where it was. Moves once per process
+// (later calls say whether the first did): call it from one thread, before
+// anything has looked at the mount table.
+bool EnterPrivateMountNamespace();
+
 // The built-in container of an opened artifact's graph file, read again
 // (preamble and header); aborts the test run when it is not one.
 Container ContainerOf(const ContainerFile& file);
