@@ -36,8 +36,10 @@ DirWatch::Watches::~Watches() { owner_->Release(refs_); }
 DirWatch* DirWatch::Get() {
   if (!watch_enabled.load(std::memory_order_relaxed)) return nullptr;
   static DirWatch* const watch = []() -> DirWatch* {
-    const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    return fd < 0 ? nullptr : new DirWatch(fd);
+    UniqueFd inotify(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    UniqueFd mounts(open("/proc/thread-self/mountinfo", O_RDONLY | O_CLOEXEC));
+    if (inotify.get() < 0 || mounts.get() < 0) return nullptr;
+    return new DirWatch(inotify.Release(), mounts.Release());
   }();
   return watch;
 }
@@ -46,13 +48,15 @@ void DirWatch::SetEnabled(bool enabled) {
   watch_enabled.store(enabled, std::memory_order_relaxed);
 }
 
-DirWatch::DirWatch(int inotify_fd) : inotify_fd_(inotify_fd) {}
+DirWatch::DirWatch(int inotify_fd, int mountinfo_fd)
+    : inotify_fd_(inotify_fd), mountinfo_fd_(mountinfo_fd) {}
 
 uint64_t DirWatch::Generation() {
   // The thread's own: a poll consumes the mount table's mark for the
   // descriptor polled, which another thread's poll must not take away from
   // it. Of the thread's namespace (thread-self), and opened on its first
-  // call: a mount before then marks nothing, so that call counts as one.
+  // call: a mount before then marks nothing on it, so that call asks
+  // mountinfo_fd_ (below).
   thread_local UniqueFd mounts;
   bool fresh = false;
   if (mounts.get() < 0) {
@@ -70,7 +74,15 @@ uint64_t DirWatch::Generation() {
     if (generation % 2 == 0) return generation;
   }
   absl::MutexLock lock(&mu_);
-  Drain(fresh || (fds[1].revents & (POLLPRI | POLLERR)) != 0);
+  bool mounted = (fds[1].revents & (POLLPRI | POLLERR)) != 0;
+  if (fresh) {
+    // Polled only here, under mu_: a mark on it means a mount since the
+    // last thread's first call, which its own descriptor, opened after,
+    // cannot show. Every mount before that call was counted then.
+    struct pollfd since = {mountinfo_fd_, POLLPRI, 0};
+    mounted = mounted || poll(&since, 1, 0) != 0;
+  }
+  Drain(mounted);
   return generation_.load();
 }
 

@@ -19,7 +19,9 @@
 // reports a mount, so Generation() also polls /proc/thread-self/mountinfo,
 // which the kernel marks on every change of the mount table: in the same system
 // call (poll, with no wait), through a descriptor of the calling thread's
-// own (a poll consumes the mark for the descriptor polled).
+// own (a poll consumes the mark for the descriptor polled); a thread's first
+// call asks one more descriptor, polled by first calls only, whether the
+// table changed since the last thread's first call.
 //
 // What it does not see: a change of a directory's inode flags (chattr) or
 // of its access time alone, which queue no event in the mask (neither
@@ -103,7 +105,7 @@ class DirWatch {
     int holders = 0;
   };
 
-  explicit DirWatch(int inotify_fd);
+  DirWatch(int inotify_fd, int mountinfo_fd);
   // Adds a watch on the directory open as `fd` to *refs.
   bool Add(int fd, std::vector<std::pair<int, uint64_t>>* refs);
   void Release(const std::vector<std::pair<int, uint64_t>>& refs);
@@ -112,6 +114,8 @@ class DirWatch {
   void Drain(bool mounts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int inotify_fd_;
+  // Of the mount table, polled under mu_ by a thread's first Generation().
+  const int mountinfo_fd_;
   mutable absl::Mutex mu_;
   // Even while stable; odd while Drain runs (Generation then waits for mu_).
   std::atomic<uint64_t> generation_{2};

@@ -265,6 +265,53 @@ TEST_F(MetricsEndpointTest, NoReadLeasesTakesNone) {
       1);
 }
 
+// A cached Get checks its directory by the inotify watch
+// (core/dir_watch.h): after the first hit, which adds the watches, without
+// looking at its name; a change in the store makes the next one look.
+TEST_F(MetricsEndpointTest, CachedGetsAreCheckedByTheDirectoryWatch) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+  const std::string looked = "rbln_artifactd_dir_checks_total{how=\"looked\"}";
+  const std::string watched =
+      "rbln_artifactd_dir_checks_total{how=\"watched\"}";
+  // A miss that caches it, and a hit that adds the watches.
+  for (int i = 0; i < 2; ++i) {
+    Outcome get = Cli("--get-kvcache-num-blocks --model-id ./tiny");
+    ASSERT_EQ(get.code, 0) << get;
+  }
+  Samples before;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&before));
+  for (int i = 0; i < 2; ++i) {
+    Outcome get = Cli("--get-kvcache-num-blocks --model-id ./tiny");
+    ASSERT_EQ(get.code, 0) << get;
+  }
+  Samples quiet;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&quiet));
+  EXPECT_EQ(Value(quiet, looked) - Value(before, looked), 0) << daemon_.Logs();
+  EXPECT_GE(Value(quiet, watched) - Value(before, watched), 2);
+
+  ASSERT_EQ(mkdir((store_ + "/not-an-artifact").c_str(), 0755), 0);
+  Outcome get = Cli("--get-kvcache-num-blocks --model-id ./tiny");
+  ASSERT_EQ(get.code, 0) << get;
+  Samples changed;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&changed));
+  EXPECT_GE(Value(changed, looked) - Value(quiet, looked), 1);
+}
+
+TEST_F(MetricsEndpointTest, NoDirWatchLooksEveryTime) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--no-dir-watch"}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2300));
+  for (int i = 0; i < 4; ++i) {
+    Outcome get = Cli("--get-kvcache-num-blocks --model-id ./tiny");
+    ASSERT_EQ(get.code, 0) << get;
+  }
+  Samples after;
+  ASSERT_NO_FATAL_FAILURE(Scrape(&after));
+  EXPECT_EQ(Value(after, "rbln_artifactd_dir_checks_total{how=\"watched\"}"),
+            0);
+  EXPECT_GE(Value(after, "rbln_artifactd_dir_checks_total{how=\"looked\"}"), 3);
+}
+
 // gRPC hands interceptors any method name a caller sends; such names must
 // not become labels (each would be a new series).
 TEST_F(MetricsEndpointTest, UnknownMethodsShareOneLabel) {
