@@ -67,20 +67,26 @@ uint64_t DirWatch::Generation() {
   }
   struct pollfd fds[2] = {{inotify_fd_, POLLIN, 0}, {mounts.get(), POLLPRI, 0}};
   const int ready = poll(fds, 2, 0);
-  if (ready < 0) return 0;
+  if (ready < 0 || (fds[1].revents & POLLNVAL) != 0) {
+    // Trust nothing; a first call not made counts as first again.
+    if (fresh) mounts.Close();
+    return 0;
+  }
   if (ready == 0 && !fresh) {
     // Odd: another thread has read events it has not counted yet.
     const uint64_t generation = generation_.load();
     if (generation % 2 == 0) return generation;
   }
   absl::MutexLock lock(&mu_);
-  bool mounted = (fds[1].revents & (POLLPRI | POLLERR)) != 0;
-  if (fresh) {
-    // Polled only here, under mu_: a mark on it means a mount since the
-    // last thread's first call, which its own descriptor, opened after,
-    // cannot show. Every mount before that call was counted then.
+  bool mounted = false;
+  if (fresh || (fds[1].revents & (POLLPRI | POLLERR)) != 0) {
+    // mountinfo_fd_ is polled only here, under mu_, by the call that then
+    // moves the generation: a mark on it means a mount since it was last
+    // polled, and without one every mount this thread may have seen (or,
+    // on a first call, missed) was counted by the call that polled it last.
+    // So one mount moves the generation once, not once per thread.
     struct pollfd since = {mountinfo_fd_, POLLPRI, 0};
-    mounted = mounted || poll(&since, 1, 0) != 0;
+    mounted = poll(&since, 1, 0) != 0;
   }
   Drain(mounted);
   return generation_.load();

@@ -19,9 +19,11 @@
 // reports a mount, so Generation() also polls /proc/thread-self/mountinfo,
 // which the kernel marks on every change of the mount table: in the same system
 // call (poll, with no wait), through a descriptor of the calling thread's
-// own (a poll consumes the mark for the descriptor polled); a thread's first
-// call asks one more descriptor, polled by first calls only, whether the
-// table changed since the last thread's first call.
+// own (a poll consumes the mark for the descriptor polled). When that shows
+// a mark, or on a thread's first call (a mount before its descriptor was
+// opened marks nothing on it), a shared descriptor polled only under the
+// lock, by the call that then moves the generation, says whether the mount
+// was counted already.
 //
 // What it does not see: a change of a directory's inode flags (chattr) or
 // of its access time alone, which queue no event in the mask (neither
@@ -114,7 +116,7 @@ class DirWatch {
   void Drain(bool mounts) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int inotify_fd_;
-  // Of the mount table, polled under mu_ by a thread's first Generation().
+  // Of the mount table, polled under mu_ only (Generation()).
   const int mountinfo_fd_;
   mutable absl::Mutex mu_;
   // Even while stable; odd while Drain runs (Generation then waits for mu_).

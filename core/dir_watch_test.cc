@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <future>
 #include <string>
 #include <thread>
 
@@ -170,14 +171,47 @@ TEST_F(DirWatchTest, AMountBeforeAThreadsFirstCallIsNotMissed) {
   ASSERT_EQ(mkdir(point.c_str(), 0755), 0);
   Moved();
   EXPECT_FALSE(Moved());
-  // A thread's view of the mount table starts at its first call, after the
-  // mount: that call counts as a change. (The new thread starts in this
-  // thread's namespace.)
+  // A thread's own view of the mount table starts at its first call, after
+  // the mount, so that call asks the shared one. (The new thread starts in
+  // this thread's namespace.)
   ASSERT_EQ(mount("tmpfs", point.c_str(), "tmpfs", 0, "size=1m"), 0)
       << strerror(errno);
   uint64_t seen = 0;
   std::thread([&] { seen = watch_->Generation(); }).join();
   EXPECT_NE(seen, last_);
+  ASSERT_EQ(umount(point.c_str()), 0);
+}
+
+TEST_F(DirWatchTest, AThreadsFirstCallMovesNothingWithoutAMount) {
+  Moved();
+  uint64_t seen = 0;
+  std::thread([&] { seen = watch_->Generation(); }).join();
+  EXPECT_EQ(seen, last_);
+}
+
+TEST_F(DirWatchTest, OneMountMovesTheGenerationOnceForEveryThread) {
+  if (!private_mounts_) GTEST_SKIP() << "no mount namespace of its own";
+  const std::string point = tmp_.Join("a/b/mnt");
+  ASSERT_EQ(mkdir(point.c_str(), 0755), 0);
+  // Another thread with a view of the mount table of its own, from before
+  // the mount.
+  std::promise<void> mounted;
+  std::promise<uint64_t> before, after;
+  std::thread other([&] {
+    before.set_value(watch_->Generation());
+    mounted.get_future().wait();
+    after.set_value(watch_->Generation());
+  });
+  const uint64_t other_before = before.get_future().get();
+  Moved();
+  ASSERT_EQ(mount("tmpfs", point.c_str(), "tmpfs", 0, "size=1m"), 0)
+      << strerror(errno);
+  EXPECT_TRUE(Moved());
+  mounted.set_value();
+  // It sees the mark too, and finds the mount counted already.
+  EXPECT_EQ(after.get_future().get(), last_);
+  EXPECT_NE(last_, other_before);
+  other.join();
   ASSERT_EQ(umount(point.c_str()), 0);
 }
 

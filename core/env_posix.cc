@@ -339,8 +339,8 @@ class PosixHeldDir : public HeldDir {
   mutable absl::Mutex mu;
   mutable std::unique_ptr<DirWatch::Watches> watches ABSL_GUARDED_BY(mu);
   // The generation at which its path could not be watched (core/
-  // dir_watch.h); tried again once the generation moves.
-  mutable uint64_t watch_failed_at ABSL_GUARDED_BY(mu) = 0;
+  // dir_watch.h); tried again once the generation moves. Stored under `mu`.
+  mutable std::atomic<uint64_t> watch_failed_at{0};
   // Per name held, a read lease on the file where one could be had, and
   // the file's status when it was taken (reported while the lease holds).
   std::vector<std::string> leased_names;
@@ -790,6 +790,11 @@ class PosixEnv : public Env {
       CountDirCheck(DirCheck::kWatched);
       return open.held;
     }
+    // Not watchable now: looked at, as many at once as ask.
+    if (generation == 0 || open.watch_failed_at.load() == generation) {
+      CountDirCheck(DirCheck::kLooked);
+      return LookAtName(open, dir);
+    }
     // One lookup at a time re-watches and records, so that none lets go of
     // the watches another recorded a generation with.
     absl::MutexLock lock(&open.mu);
@@ -800,7 +805,7 @@ class PosixEnv : public Env {
     }
     CountDirCheck(DirCheck::kLooked);
     if (generation == 0) return LookAtName(open, dir);
-    if (open.watch_failed_at != generation) {
+    if (open.watch_failed_at.load() != generation) {
       // Along the path as it is now: a directory on the way may have been
       // replaced by one that nothing watches yet. Tried again once the
       // generation moves after a failure (the watches may have been used
@@ -809,7 +814,7 @@ class PosixEnv : public Env {
       std::unique_ptr<DirWatch::Watches> watches =
           open.watch->WatchPath(root_fd_.get(), rel);
       if (watches == nullptr) {
-        open.watch_failed_at = generation;
+        open.watch_failed_at.store(generation);
         open.verified.store(0);
       }
       open.watches.swap(watches);  // the old ones let go after the new
