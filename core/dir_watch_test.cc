@@ -38,6 +38,15 @@ class DirWatchTest : public ::testing::Test {
     if (watches_ == nullptr) GTEST_SKIP() << tmp_.path() << " is not watched";
   }
 
+  // A new directory `rel` beneath the root, watched.
+  std::unique_ptr<DirWatch::Watches> MakeAndWatch(const std::string& rel) {
+    EXPECT_EQ(mkdir(tmp_.Join(rel).c_str(), 0755), 0) << rel;
+    std::unique_ptr<DirWatch::Watches> watches =
+        watch_->WatchPath(root_.get(), rel);
+    EXPECT_NE(watches, nullptr) << rel;
+    return watches;
+  }
+
   // Whether the generation moved since the last call (or SetUp).
   bool Moved() {
     const uint64_t now = watch_->Generation();
@@ -100,9 +109,7 @@ TEST_F(DirWatchTest, ReadsAndChangesOutsideThePathDoNotMoveIt) {
 }
 
 TEST_F(DirWatchTest, AWatchSharedByTwoPathsStaysUntilBothLetGo) {
-  ASSERT_EQ(mkdir(tmp_.Join("a/c").c_str(), 0755), 0);
-  std::unique_ptr<DirWatch::Watches> other =
-      watch_->WatchPath(root_.get(), "a/c");
+  std::unique_ptr<DirWatch::Watches> other = MakeAndWatch("a/c");
   ASSERT_NE(other, nullptr);
   const size_t watched = watch_->watched();
   EXPECT_GE(watched, 4u);  // the root, a, b and c (other tests' may remain)
@@ -120,17 +127,13 @@ TEST_F(DirWatchTest, AWatchSharedByTwoPathsStaysUntilBothLetGo) {
 }
 
 TEST_F(DirWatchTest, AWatchTheKernelDroppedIsForgottenAndOthersStay) {
-  ASSERT_EQ(mkdir(tmp_.Join("gone").c_str(), 0755), 0);
-  std::unique_ptr<DirWatch::Watches> gone =
-      watch_->WatchPath(root_.get(), "gone");
+  std::unique_ptr<DirWatch::Watches> gone = MakeAndWatch("gone");
   ASSERT_NE(gone, nullptr);
   const size_t watched = watch_->watched();
   ASSERT_EQ(rmdir(tmp_.Join("gone").c_str()), 0);
   EXPECT_TRUE(Moved());  // and its IN_IGNORED read: the watch is forgotten
   EXPECT_EQ(watch_->watched(), watched - 1);
-  ASSERT_EQ(mkdir(tmp_.Join("next").c_str(), 0755), 0);
-  std::unique_ptr<DirWatch::Watches> next =
-      watch_->WatchPath(root_.get(), "next");
+  std::unique_ptr<DirWatch::Watches> next = MakeAndWatch("next");
   ASSERT_NE(next, nullptr);
   gone.reset();  // lets go of the root once, which others still hold
   EXPECT_EQ(watch_->watched(), watched);
