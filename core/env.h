@@ -197,11 +197,13 @@ class Env {
   // StatEntries again, for a directory `held` (from this Env) keeps open
   // and the same `names`: when `dir` still names that directory, one lstat
   // of `dir` and one fstatat per name through the open directory; else as
-  // StatEntries. A file the POSIX Env took a read lease on when it held the
-  // directory (core/read_lease.h) is not looked at while the lease holds:
-  // it is reported as it was then (its contents cannot have changed; a
-  // change of mode, owner or times alone is not seen). The default is
-  // StatEntries.
+  // StatEntries. The POSIX Env makes no lstat of `dir` while its directory
+  // watch saw nothing change on the path nor in the mount table since
+  // (core/dir_watch.h), and then reports the directory as it was held. A file
+  // the POSIX Env took a read lease on when it held the directory
+  // (core/read_lease.h) is not looked at while the lease holds: it is reported
+  // as it was then (its contents cannot have changed; a change of mode, owner
+  // or times alone is not seen). The default is StatEntries.
   virtual absl::StatusOr<DirStats> StatEntriesAgain(
       const HeldDir& held, const std::string& dir,
       absl::Span<const std::string> names);
