@@ -97,11 +97,17 @@ void DirWatch::Drain(bool mounts) {
   bool changed = mounts;
   alignas(struct inotify_event) char buf[4096];
   // Bounded, so that a process queueing events without end does not keep
-  // the lock: what is left is read by the next call.
+  // the lock: what is left is read by the next call, and counts as a
+  // change now (a held directory's event may be among it, behind events of
+  // watches let go).
+  bool emptied = false;
   for (int reads = 0; reads < 16;) {
     const ssize_t n = read(inotify_fd_, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) break;
+    if (n < 0 && errno == EAGAIN) {
+      emptied = true;
+      break;
+    }
     if (n <= 0) {
       changed = true;  // events may be lost: trust nothing seen before
       break;
@@ -124,6 +130,7 @@ void DirWatch::Drain(bool mounts) {
       if (event->mask & IN_IGNORED) watches_.erase(it);
     }
   }
+  if (!emptied) changed = true;
   generation_.store(changed ? before + 2 : before);
 }
 

@@ -12,7 +12,9 @@
 //
 // Why it is sound: the kernel queues an inotify event before the system call
 // that made the change returns, and Generation() asks the queue itself, so
-// it never misses a change that finished before it was called. A caller
+// it never misses a change that finished before it was called (a call
+// reads at most 64 KiB of events; with more queued, the rest counts as a
+// change until a call has read to the queue's end). A caller
 // that reads g = Generation(), then adds its watches, then looks at the
 // directory (fstatat), and finds Generation() == g afterwards, may trust
 // what it saw for as long as Generation() returns g. No inotify event
