@@ -528,13 +528,18 @@ class PosixEnv : public Env {
       absl::Span<const std::string> names) override {
     if (follow_symlinks_) return Env::StatEntries(dir, names);
     const auto& open = static_cast<const PosixHeldDir&>(held);
-    RBLN_ASSIGN_OR_RETURN(std::optional<struct stat> st, LookAgain(open, dir));
+    bool by_watch = false;
+    RBLN_ASSIGN_OR_RETURN(std::optional<struct stat> st,
+                          LookAgain(open, dir, &by_watch));
     if (!st.has_value()) return StatDirEntries(dir, names, nullptr);
     DirStats stats;
     stats.dir = ToFileStat(*st);
     // A file still leased has not been opened for writing since: what it
-    // looked like then stands (core/read_lease.h).
-    const bool same_names = names.size() == open.leases.size();
+    // looked like then stands (core/read_lease.h). Under a watch, only while
+    // nothing it sees moved: a file mounted over a leased one, a truncating
+    // open for reading or a chmod break no lease, but move the generation.
+    const bool same_names = names.size() == open.leases.size() &&
+                            (open.watch == nullptr || by_watch);
     stats.entries.reserve(names.size());
     for (size_t i = 0; i < names.size(); ++i) {
       if (same_names && open.leases[i] != nullptr &&
@@ -778,9 +783,12 @@ class PosixEnv : public Env {
   // The status of `dir` when it still names the directory `open` holds,
   // else nullopt. Without a system call but the watch's while nothing
   // watched changed since `dir` was last seen to name it unchanged
-  // (core/dir_watch.h, where the order below is explained).
+  // (core/dir_watch.h, where the order below is explained); *by_watch
+  // says whether it was so answered.
   absl::StatusOr<std::optional<struct stat>> LookAgain(const PosixHeldDir& open,
-                                                       const std::string& dir) {
+                                                       const std::string& dir,
+                                                       bool* by_watch) {
+    *by_watch = false;
     if (open.watch == nullptr) {
       CountDirCheck(DirCheck::kLooked);
       return LookAtName(open, dir);
@@ -788,6 +796,7 @@ class PosixEnv : public Env {
     uint64_t generation = open.watch->Generation();
     if (generation != 0 && open.verified.load() == generation) {
       CountDirCheck(DirCheck::kWatched);
+      *by_watch = true;
       return open.held;
     }
     // Not watchable now: looked at, as many at once as ask.
@@ -801,6 +810,7 @@ class PosixEnv : public Env {
     generation = open.watch->Generation();
     if (generation != 0 && open.verified.load() == generation) {
       CountDirCheck(DirCheck::kWatched);
+      *by_watch = true;
       return open.held;
     }
     CountDirCheck(DirCheck::kLooked);

@@ -155,6 +155,31 @@ TEST_P(HeldDirTest, AFileSystemMountedOverItIsSeenByTheNextLookup) {
   EXPECT_EQ(Again().inode, first_.inode);
 }
 
+TEST_P(HeldDirTest, AFileMountedOverALeasedFileIsSeenUnderAWatch) {
+  if (!GetParam()) GTEST_SKIP() << "without the watch, a lease is trusted";
+  if (!private_mounts_) GTEST_SKIP() << "no mount namespace of its own";
+  const auto entry = [&] {
+    absl::StatusOr<DirStats> again =
+        env_->StatEntriesAgain(*held_, dir_, names_);
+    EXPECT_TRUE(again.ok()) << again.status();
+    return again.ok() && again->entries[0].has_value() ? *again->entries[0]
+                                                       : FileStat{};
+  };
+  const FileStat before = entry();
+  EXPECT_TRUE(Watched(2));
+  // Opened by nobody for writing, the file keeps its lease.
+  testing::WriteFileOrDie(tmp_.Join("other"), "67");
+  ASSERT_EQ(mount(tmp_.Join("other").c_str(), JoinPath(dir_, "f").c_str(),
+                  nullptr, MS_BIND, nullptr),
+            0)
+      << strerror(errno);
+  const FileStat covered = entry();
+  EXPECT_NE(covered.inode, before.inode);
+  EXPECT_EQ(covered.size, 2u);
+  ASSERT_EQ(umount(JoinPath(dir_, "f").c_str()), 0);
+  EXPECT_EQ(entry().inode, before.inode);
+}
+
 TEST_P(HeldDirTest, ItsTimesAndAnExchangeAreSeen) {
   Again();
   EXPECT_EQ(Watched(2), GetParam());
