@@ -416,6 +416,7 @@ absl::StatusOr<ArtifactSummary> ReadArtifactSummary(Env* env,
                                                     const std::string& dir) {
   RBLN_ASSIGN_OR_RETURN(OpenedConfig opened, OpenConfig(env, dir));
   ArtifactSummary summary;
+  summary.dir_stat = opened.dir_stat;
   summary.config = std::move(opened.config);
   summary.npu = summary.config.npu;
   // A graph file that is a symbolic link or a special file is refused as

@@ -171,6 +171,8 @@ struct ArtifactSummary {
   std::string npu;
   // From the built-in prefill header; 0 when unknown (no such header).
   uint64_t compiled_num_blocks = 0;
+  // The directory's status when the read began (ArtifactCache compares it).
+  FileStat dir_stat{};
 };
 
 // Reads `dir`'s rbln_config.json (NOT_FOUND when `dir` or the config is

@@ -110,11 +110,12 @@ void ArtifactCache::InsertArtifact(Env* env,
     sources.names = {{kRblnConfigFileName}, std::move(graphs)};
   }
   const uint64_t bytes = ArtifactBytes(*artifact);
+  const FileStat read_dir = artifact->dir_stat();
   Key key{env, artifact->dir(), Kind::kArtifact};
   Entry entry;
   entry.artifact = std::move(artifact);
   Insert(env, std::move(key), std::move(sources), std::move(entry), bytes,
-         read_start);
+         read_dir, read_start);
 }
 
 std::shared_ptr<const ArtifactSummary> ArtifactCache::FindSummary(
@@ -140,10 +141,11 @@ void ArtifactCache::InsertSummary(
   }
   const uint64_t bytes = sizeof(ArtifactSummary) +
                          ConfigBytes(summary->config) + summary->npu.size();
+  const FileStat read_dir = summary->dir_stat;
   Entry entry;
   entry.summary = std::move(summary);
   Insert(env, Key{env, dir, Kind::kSummary}, std::move(sources),
-         std::move(entry), bytes, read_start);
+         std::move(entry), bytes, read_dir, read_start);
 }
 
 std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
@@ -186,13 +188,19 @@ std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
 }
 
 void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
-                           uint64_t bytes, absl::Time read_start) {
+                           uint64_t bytes, const FileStat& read_dir,
+                           absl::Time read_start) {
   const int64_t threshold = absl::ToUnixNanos(read_start - racy_window_);
   for (size_t i = 0; i < sources.dirs.size(); ++i) {
     std::unique_ptr<HeldDir> held;
     absl::StatusOr<DirStats> seen =
         env->StatAndHoldEntries(sources.dirs[i], sources.names[i], &held);
     if (!seen.ok() || IsRacy(seen->dir, threshold)) return;
+    // Another directory under the name now: what was read may be either's.
+    if (i == 0 && (seen->dir.device != read_dir.device ||
+                   seen->dir.inode != read_dir.inode)) {
+      return;
+    }
     for (const std::optional<FileStat>& st : seen->entries) {
       if (st.has_value() && IsRacy(*st, threshold)) return;
     }

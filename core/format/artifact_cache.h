@@ -14,6 +14,13 @@
 // a new directory (a new inode), and the store also erases the entries of
 // what it wrote.
 //
+// Read by name, recorded by name after the read: a directory above the
+// artifact exchanged with another meanwhile would pair one directory's
+// contents with the other's identity. So a result is kept only when its
+// directory's name still names the directory (device and inode) whose
+// status the read took first. Two exchanges within one read (there and
+// back) would still pass (docs/security.md, "Known limits").
+//
 // Racy files: file systems take times from a coarse clock (milliseconds; a
 // second or two on some), so a file rewritten twice within one tick, at the
 // same size, would keep its identity. A result is kept only when every file
@@ -137,10 +144,11 @@ class ArtifactCache {
   // else nullopt (a miss).
   std::optional<Entry> Find(Env* env, const KeyRef& key);
   // Looks at `sources` (dirs and names set) and keeps `entry` under `key`
-  // when none of them is racy.
+  // when none of them is racy and the first directory is still the one
+  // whose status the read took first (`read_dir`).
   // `bytes`: an estimate of the memory the result holds.
   void Insert(Env* env, Key key, Sources sources, Entry entry, uint64_t bytes,
-              absl::Time read_start);
+              const FileStat& read_dir, absl::Time read_start);
 
   const absl::Duration racy_window_;
   mutable absl::Mutex mu_;

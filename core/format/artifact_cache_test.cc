@@ -1,6 +1,7 @@
 #include "core/format/artifact_cache.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -170,6 +171,33 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Change>& info) {
       return info.param.name;
     });
+
+TEST_F(ArtifactCacheTest, AReadWhoseDirectoryWasExchangedAboveItIsNotKept) {
+  // p/tiny is read; then p and q trade places, so that p/tiny names the
+  // other artifact, whose own directory and files did not change.
+  for (const char* parent : {"p", "q"}) {
+    ASSERT_EQ(mkdir(tmp_.Join(parent).c_str(), 0755), 0);
+    const std::string dir = JoinPath(tmp_.Join(parent), "tiny");
+    ASSERT_TRUE(WriteSyntheticArtifact(env_, SynthSpec{}, dir).ok());
+    ASSERT_NO_FATAL_FAILURE(AgeTree(env_, dir));
+  }
+  dir_ = JoinPath(tmp_.Join("p"), "tiny");
+  std::shared_ptr<const Artifact> artifact = Open();
+  std::shared_ptr<const ArtifactSummary> summary = Summary();
+  ASSERT_NE(artifact, nullptr);
+  ASSERT_NE(summary, nullptr);
+  ASSERT_EQ(renameat2(AT_FDCWD, tmp_.Join("p").c_str(), AT_FDCWD,
+                      tmp_.Join("q").c_str(), RENAME_EXCHANGE),
+            0);
+  cache_.InsertArtifact(env_, artifact, ReadLater());
+  cache_.InsertSummary(env_, dir_, summary, ReadLater());
+  EXPECT_EQ(cache_.size(), 0u);
+  EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+  // Read again where the name now leads, it is kept.
+  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  EXPECT_NE(cache_.FindSummary(env_, dir_), nullptr);
+}
 
 TEST_F(ArtifactCacheTest, EraseDropsBothKinds) {
   cache_.InsertArtifact(env_, Open(), ReadLater());
