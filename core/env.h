@@ -125,6 +125,18 @@ struct FileStat {
   int64_t ctime_ns = 0;
 };
 
+// Whether `a` and `b` are the same version of the same file (device, inode,
+// size, mtime and ctime), or both absent.
+inline bool SameVersion(const FileStat& a, const FileStat& b) {
+  return a.device == b.device && a.inode == b.inode && a.size == b.size &&
+         a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns;
+}
+inline bool SameVersion(const std::optional<FileStat>& a,
+                        const std::optional<FileStat>& b) {
+  return a.has_value() == b.has_value() &&
+         (!a.has_value() || SameVersion(*a, *b));
+}
+
 // A directory and some of its entries, looked at together (Env::StatEntries).
 struct DirStats {
   FileStat dir;

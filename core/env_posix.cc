@@ -341,6 +341,9 @@ class PosixHeldDir : public HeldDir {
   // The generation at which its path could not be watched (core/
   // dir_watch.h); tried again once the generation moves. Stored under `mu`.
   mutable std::atomic<uint64_t> watch_failed_at{0};
+  // The generation in which the leased files were last looked at and found
+  // as leased; the leases are trusted under the watch only while it stands.
+  mutable std::atomic<uint64_t> leases_checked{0};
   // Per name held, a read lease on the file where one could be had, and
   // the file's status when it was taken (reported while the lease holds).
   std::vector<std::string> leased_names;
@@ -528,28 +531,42 @@ class PosixEnv : public Env {
       absl::Span<const std::string> names) override {
     if (follow_symlinks_) return Env::StatEntries(dir, names);
     const auto& open = static_cast<const PosixHeldDir&>(held);
-    bool by_watch = false;
+    uint64_t watched_at = 0;
     RBLN_ASSIGN_OR_RETURN(std::optional<struct stat> st,
-                          LookAgain(open, dir, &by_watch));
+                          LookAgain(open, dir, &watched_at));
     if (!st.has_value()) return StatDirEntries(dir, names, nullptr);
     DirStats stats;
     stats.dir = ToFileStat(*st);
     // A file still leased has not been opened for writing since: what it
-    // looked like then stands (core/read_lease.h). Under a watch, only while
-    // nothing it sees moved: a file mounted over a leased one, a truncating
-    // open for reading or a chmod break no lease, but move the generation.
-    const bool same_names = names.size() == open.leases.size() &&
-                            (open.watch == nullptr || by_watch);
+    // looked like then stands (core/read_lease.h). Under a watch, only once
+    // the files were looked at in the generation the watch vouches for: a
+    // file mounted over a leased one, a truncating open for reading or a
+    // chmod break no lease, but move the generation.
+    const bool same_names = names.size() == open.leases.size();
+    const bool trusted =
+        same_names &&
+        (watched_at == 0 || open.leases_checked.load() == watched_at);
+    bool as_leased = same_names;
     stats.entries.reserve(names.size());
     for (size_t i = 0; i < names.size(); ++i) {
-      if (same_names && open.leases[i] != nullptr &&
-          open.leased_names[i] == names[i] && open.leases[i]->intact()) {
+      const bool leased = same_names && open.leases[i] != nullptr &&
+                          open.leased_names[i] == names[i];
+      if (trusted && leased && open.leases[i]->intact()) {
         stats.entries.push_back(open.leased_stats[i]);
         continue;
       }
       RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> entry,
                             StatNameIn(open.fd.get(), dir, names[i]));
+      if (leased && !SameVersion(entry, open.leased_stats[i])) {
+        as_leased = false;
+      }
       stats.entries.push_back(std::move(entry));
+    }
+    // Looked at after the generation was read, and it has not moved since:
+    // until it does, the leases tell what a look would.
+    if (watched_at != 0 && !trusted && as_leased &&
+        open.watch->Generation() == watched_at) {
+      open.leases_checked.store(watched_at);
     }
     return stats;
   }
@@ -783,12 +800,13 @@ class PosixEnv : public Env {
   // The status of `dir` when it still names the directory `open` holds,
   // else nullopt. Without a system call but the watch's while nothing
   // watched changed since `dir` was last seen to name it unchanged
-  // (core/dir_watch.h, where the order below is explained); *by_watch
-  // says whether it was so answered.
+  // (core/dir_watch.h, where the order below is explained). *watched_at:
+  // the generation the watches along its path vouch for the answer in; 0
+  // where the path is not watched.
   absl::StatusOr<std::optional<struct stat>> LookAgain(const PosixHeldDir& open,
                                                        const std::string& dir,
-                                                       bool* by_watch) {
-    *by_watch = false;
+                                                       uint64_t* watched_at) {
+    *watched_at = 0;
     if (open.watch == nullptr) {
       CountDirCheck(DirCheck::kLooked);
       return LookAtName(open, dir);
@@ -796,7 +814,7 @@ class PosixEnv : public Env {
     uint64_t generation = open.watch->Generation();
     if (generation != 0 && open.verified.load() == generation) {
       CountDirCheck(DirCheck::kWatched);
-      *by_watch = true;
+      *watched_at = generation;
       return open.held;
     }
     // Not watchable now: looked at, as many at once as ask.
@@ -810,7 +828,7 @@ class PosixEnv : public Env {
     generation = open.watch->Generation();
     if (generation != 0 && open.verified.load() == generation) {
       CountDirCheck(DirCheck::kWatched);
-      *by_watch = true;
+      *watched_at = generation;
       return open.held;
     }
     CountDirCheck(DirCheck::kLooked);
@@ -829,6 +847,7 @@ class PosixEnv : public Env {
       }
       open.watches.swap(watches);  // the old ones let go after the new
     }
+    if (open.watches != nullptr) *watched_at = generation;
     RBLN_ASSIGN_OR_RETURN(std::optional<struct stat> st, LookAtName(open, dir));
     if (st.has_value() && open.watches != nullptr &&
         SameFileVersion(*st, open.held) &&

@@ -22,9 +22,9 @@
 //
 // What a lease does not see: renames and removals of the file's name (the
 // directory's own times show them), and a file mounted over its name. Under
-// a directory watch (core/dir_watch.h), the Env trusts a lease only while
-// the watch's generation stands, and every one of these, and the changes
-// that break no lease, moves it.
+// a directory watch (core/dir_watch.h), the Env trusts a lease only in a
+// generation in which it looked at the file again, and every one of these,
+// and the changes that break no lease, move the generation.
 //
 // Taking one needs the file's ownership or CAP_LEASE, a local file system
 // (ext2/3/4, XFS, Btrfs, tmpfs: a network file system's other clients would

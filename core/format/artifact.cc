@@ -34,6 +34,8 @@ struct OpenedConfig {
   std::string text;
   RblnConfig config;
   std::string graph_dir;
+  // Before the graphs are read; zero when it cannot be looked at.
+  FileStat graph_dir_stat{};
 };
 
 absl::StatusOr<OpenedConfig> OpenConfig(Env* env, const std::string& dir) {
@@ -63,9 +65,14 @@ absl::StatusOr<OpenedConfig> OpenConfig(Env* env, const std::string& dir) {
   opened.text = *std::move(text);
   RBLN_ASSIGN_OR_RETURN(opened.config,
                         ParseRblnConfig(opened.text, config_path));
-  opened.graph_dir = opened.config.decoder_submodule.empty()
-                         ? dir
-                         : JoinPath(dir, opened.config.decoder_submodule);
+  if (opened.config.decoder_submodule.empty()) {
+    opened.graph_dir = dir;
+    opened.graph_dir_stat = opened.dir_stat;
+  } else {
+    opened.graph_dir = JoinPath(dir, opened.config.decoder_submodule);
+    absl::StatusOr<FileStat> graph_dir_stat = env->Stat(opened.graph_dir);
+    if (graph_dir_stat.ok()) opened.graph_dir_stat = *graph_dir_stat;
+  }
   return opened;
 }
 
@@ -153,6 +160,7 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
   artifact.dir_ = dir;
   RBLN_ASSIGN_OR_RETURN(OpenedConfig opened, OpenConfig(env, dir));
   artifact.dir_stat_ = opened.dir_stat;
+  artifact.graph_dir_stat_ = opened.graph_dir_stat;
   artifact.config_text_ = std::move(opened.text);
   artifact.config_ = std::move(opened.config);
   artifact.graph_dir_ = std::move(opened.graph_dir);
@@ -417,6 +425,7 @@ absl::StatusOr<ArtifactSummary> ReadArtifactSummary(Env* env,
   RBLN_ASSIGN_OR_RETURN(OpenedConfig opened, OpenConfig(env, dir));
   ArtifactSummary summary;
   summary.dir_stat = opened.dir_stat;
+  summary.graph_dir_stat = opened.graph_dir_stat;
   summary.config = std::move(opened.config);
   summary.npu = summary.config.npu;
   // A graph file that is a symbolic link or a special file is refused as

@@ -112,6 +112,8 @@ class Artifact {
   const std::string& submodule() const { return config_.decoder_submodule; }
   // Where the graphs are: dir(), or dir()/submodule().
   const std::string& graph_dir() const { return graph_dir_; }
+  // graph_dir() as the graphs were read from it (ArtifactCache compares it).
+  const FileStat& graph_dir_stat() const { return graph_dir_stat_; }
   // The submodule's own rbln_config.json, when it has one.
   const std::optional<std::string>& submodule_config_text() const {
     return submodule_config_text_;
@@ -154,6 +156,7 @@ class Artifact {
   RblnConfig config_;
   std::string config_text_;
   std::string graph_dir_;
+  FileStat graph_dir_stat_{};
   std::optional<std::string> submodule_config_text_;
   std::vector<ContainerFile> containers_;
   size_t prefill_index_ = 0;
@@ -171,8 +174,11 @@ struct ArtifactSummary {
   std::string npu;
   // From the built-in prefill header; 0 when unknown (no such header).
   uint64_t compiled_num_blocks = 0;
-  // The directory's status when the read began (ArtifactCache compares it).
+  // The directory's status when the read began, and the graph directory's
+  // (the same but for a submodule) before its graphs were read: ArtifactCache
+  // compares them.
   FileStat dir_stat{};
+  FileStat graph_dir_stat{};
 };
 
 // Reads `dir`'s rbln_config.json (NOT_FOUND when `dir` or the config is

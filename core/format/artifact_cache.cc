@@ -11,19 +11,12 @@
 namespace rbln {
 namespace {
 
-bool SameFile(const FileStat& a, const FileStat& b) {
-  return FileIdentity::Of(a) == FileIdentity::Of(b);
-}
-
 bool SameDir(const DirStats& a, const DirStats& b) {
-  if (!SameFile(a.dir, b.dir) || a.entries.size() != b.entries.size()) {
+  if (!SameVersion(a.dir, b.dir) || a.entries.size() != b.entries.size()) {
     return false;
   }
   for (size_t i = 0; i < a.entries.size(); ++i) {
-    const auto& x = a.entries[i];
-    const auto& y = b.entries[i];
-    if (x.has_value() != y.has_value()) return false;
-    if (x.has_value() && !SameFile(*x, *y)) return false;
+    if (!SameVersion(a.entries[i], b.entries[i])) return false;
   }
   return true;
 }
@@ -110,12 +103,13 @@ void ArtifactCache::InsertArtifact(Env* env,
     sources.names = {{kRblnConfigFileName}, std::move(graphs)};
   }
   const uint64_t bytes = ArtifactBytes(*artifact);
-  const FileStat read_dir = artifact->dir_stat();
+  const FileStat read_dirs[] = {artifact->dir_stat(),
+                                artifact->graph_dir_stat()};
   Key key{env, artifact->dir(), Kind::kArtifact};
   Entry entry;
   entry.artifact = std::move(artifact);
   Insert(env, std::move(key), std::move(sources), std::move(entry), bytes,
-         read_dir, read_start);
+         read_dirs, read_start);
 }
 
 std::shared_ptr<const ArtifactSummary> ArtifactCache::FindSummary(
@@ -141,11 +135,11 @@ void ArtifactCache::InsertSummary(
   }
   const uint64_t bytes = sizeof(ArtifactSummary) +
                          ConfigBytes(summary->config) + summary->npu.size();
-  const FileStat read_dir = summary->dir_stat;
+  const FileStat read_dirs[] = {summary->dir_stat, summary->graph_dir_stat};
   Entry entry;
   entry.summary = std::move(summary);
   Insert(env, Key{env, dir, Kind::kSummary}, std::move(sources),
-         std::move(entry), bytes, read_dir, read_start);
+         std::move(entry), bytes, read_dirs, read_start);
 }
 
 std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
@@ -188,7 +182,7 @@ std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
 }
 
 void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
-                           uint64_t bytes, const FileStat& read_dir,
+                           uint64_t bytes, absl::Span<const FileStat> read_dirs,
                            absl::Time read_start) {
   const int64_t threshold = absl::ToUnixNanos(read_start - racy_window_);
   for (size_t i = 0; i < sources.dirs.size(); ++i) {
@@ -197,8 +191,8 @@ void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
         env->StatAndHoldEntries(sources.dirs[i], sources.names[i], &held);
     if (!seen.ok() || IsRacy(seen->dir, threshold)) return;
     // Another directory under the name now: what was read may be either's.
-    if (i == 0 && (seen->dir.device != read_dir.device ||
-                   seen->dir.inode != read_dir.inode)) {
+    if (seen->dir.device != read_dirs[i].device ||
+        seen->dir.inode != read_dirs[i].inode) {
       return;
     }
     for (const std::optional<FileStat>& st : seen->entries) {

@@ -17,9 +17,10 @@
 // Read by name, recorded by name after the read: a directory above the
 // artifact exchanged with another meanwhile would pair one directory's
 // contents with the other's identity. So a result is kept only when its
-// directory's name still names the directory (device and inode) whose
-// status the read took first. Two exchanges within one read (there and
-// back) would still pass (docs/security.md, "Known limits").
+// directory's name, and its submodule directory's, still name the
+// directories (device and inode) whose status the read took before reading
+// from them. Two exchanges within one read (there and back) would still
+// pass (docs/security.md, "Known limits").
 //
 // Racy files: file systems take times from a coarse clock (milliseconds; a
 // second or two on some), so a file rewritten twice within one tick, at the
@@ -51,6 +52,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "core/env.h"
 #include "core/format/artifact.h"
 #include "core/lru_by_bytes.h"
@@ -144,11 +146,12 @@ class ArtifactCache {
   // else nullopt (a miss).
   std::optional<Entry> Find(Env* env, const KeyRef& key);
   // Looks at `sources` (dirs and names set) and keeps `entry` under `key`
-  // when none of them is racy and the first directory is still the one
-  // whose status the read took first (`read_dir`).
+  // when none of them is racy and each directory is still the one whose
+  // status the read took before reading from it (`read_dirs`, one per
+  // directory of `sources`).
   // `bytes`: an estimate of the memory the result holds.
   void Insert(Env* env, Key key, Sources sources, Entry entry, uint64_t bytes,
-              const FileStat& read_dir, absl::Time read_start);
+              absl::Span<const FileStat> read_dirs, absl::Time read_start);
 
   const absl::Duration racy_window_;
   mutable absl::Mutex mu_;

@@ -199,6 +199,42 @@ TEST_F(ArtifactCacheTest, AReadWhoseDirectoryWasExchangedAboveItIsNotKept) {
   EXPECT_NE(cache_.FindSummary(env_, dir_), nullptr);
 }
 
+TEST_F(ArtifactCacheTest, AReadWhoseSubmoduleDirectoryWasExchangedIsNotKept) {
+  // optimum-rbln's layout for a vision-language model (as in
+  // artifact_test.cc): the decoder's graphs in llava/language_model/.
+  const std::string top = tmp_.Join("llava");
+  ASSERT_EQ(mkdir(top.c_str(), 0755), 0);
+  const std::string sub = JoinPath(top, "language_model");
+  ASSERT_EQ(rename(dir_.c_str(), sub.c_str()), 0);
+  testing::WriteFileOrDie(
+      JoinPath(top, kRblnConfigFileName),
+      absl::StrCat("{\"cls_name\": \"RBLNLlavaForConditionalGenerationConfig\","
+                   " \"language_model\": ",
+                   testing::ReadFileOrDie(JoinPath(sub, kRblnConfigFileName)),
+                   "}"));
+  const std::string other = JoinPath(top, "other");
+  ASSERT_TRUE(WriteSyntheticArtifact(env_, SynthSpec{}, other).ok());
+  for (const std::string& dir : {sub, other, top}) {
+    ASSERT_NO_FATAL_FAILURE(AgeTree(env_, dir));
+  }
+  dir_ = top;
+  std::shared_ptr<const Artifact> artifact = Open();
+  std::shared_ptr<const ArtifactSummary> summary = Summary();
+  ASSERT_NE(artifact, nullptr);
+  ASSERT_NE(summary, nullptr);
+  ASSERT_EQ(artifact->graph_dir(), sub);
+  // The graphs' directory trades places with another: the top directory is
+  // the same one, only its times moved.
+  ASSERT_EQ(renameat2(AT_FDCWD, sub.c_str(), AT_FDCWD, other.c_str(),
+                      RENAME_EXCHANGE),
+            0);
+  cache_.InsertArtifact(env_, artifact, ReadLater());
+  cache_.InsertSummary(env_, dir_, summary, ReadLater());
+  EXPECT_EQ(cache_.size(), 0u);
+  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  EXPECT_NE(cache_.FindSummary(env_, dir_), nullptr);
+}
+
 TEST_F(ArtifactCacheTest, EraseDropsBothKinds) {
   cache_.InsertArtifact(env_, Open(), ReadLater());
   cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
