@@ -19,19 +19,12 @@
 #include "core/dir_watch.h"
 #include "core/env.h"
 #include "core/metrics.h"
+#include "core/read_lease.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 
 namespace rbln {
 namespace {
-
-// The value of the metric without labels `name`.
-uint64_t Gauge(const std::string& name) {
-  const std::string text = metrics::Registry::Default().Exposition();
-  std::smatch match;
-  const std::regex line("\n" + name + " ([0-9]+)");
-  return std::regex_search(text, match, line) ? std::stoull(match[1]) : 0;
-}
 
 // rbln_artifactd_dir_checks_total{how="<how>"}.
 uint64_t DirChecks(const std::string& how) {
@@ -167,7 +160,7 @@ TEST_P(HeldDirTest, AFileMountedOverALeasedFileIsSeenUnderAWatch) {
   if (!GetParam()) GTEST_SKIP() << "without the watch, a lease is trusted";
   if (!private_mounts_) GTEST_SKIP() << "no mount namespace of its own";
   // Opened by nobody for writing, the file keeps its lease.
-  if (Gauge("rbln_artifactd_read_leases") == 0) GTEST_SKIP() << "no lease";
+  if (ReadLeasesHeld() == 0) GTEST_SKIP() << "no lease";
   const auto entry = [&] {
     absl::StatusOr<DirStats> again =
         env_->StatEntriesAgain(*held_, dir_, names_);

@@ -6,7 +6,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/format/container.h"
-#include "core/format/inspect_cache.h"
 
 namespace rbln {
 namespace {
