@@ -143,6 +143,13 @@ struct DirStats {
   // One per name asked for, in the same order; nullopt when the directory
   // has no such entry.
   std::vector<std::optional<FileStat>> entries;
+  // An entry is, or has been since it was leased, open for writing
+  // somewhere: its read lease was refused for that (ReadLease::Take) or has
+  // been broken. What such a file holds can change without its status
+  // changing (a shared writable mapping), so a cache should not trust it.
+  // Known only where the Env takes read leases (StatAndHoldEntries,
+  // StatEntriesAgain of the POSIX Env); else false.
+  bool written = false;
 };
 
 // Who owns a file and with which permission bits.

@@ -551,7 +551,11 @@ class PosixEnv : public Env {
     for (size_t i = 0; i < names.size(); ++i) {
       const bool leased = same_names && open.leases[i] != nullptr &&
                           open.leased_names[i] == names[i];
-      if (trusted && leased && open.leases[i]->intact()) {
+      if (leased && !open.leases[i]->intact()) {
+        // Opened for writing (or truncated, or let go by the lease thread)
+        // since: the status alone would miss writes through a mapping.
+        stats.written = true;
+      } else if (trusted && leased) {
         stats.entries.push_back(open.leased_stats[i]);
         continue;
       }
@@ -886,9 +890,11 @@ class PosixEnv : public Env {
       std::optional<FileStat>& entry = stats->entries[i];
       if (!entry.has_value() || entry->type != FileType::kRegular) continue;
       struct stat now;
+      bool written = false;
       held->leases[i] = ReadLease::Take(held->fd.get(), names[i], entry->device,
-                                        entry->inode, &now);
+                                        entry->inode, &now, &written);
       if (held->leases[i] != nullptr) entry = ToFileStat(now);
+      stats->written = stats->written || written;
     }
     held->leased_stats = stats->entries;
   }

@@ -86,6 +86,11 @@ class LruByBytes {
     return true;
   }
 
+  // Drops everything (into *dropped when given).
+  void Clear(std::vector<Value>* dropped = nullptr) {
+    while (!lru_.empty()) EraseNode(lru_.begin(), dropped);
+  }
+
   size_t size() const { return lru_.size(); }
   uint64_t bytes() const { return bytes_; }
 

@@ -249,7 +249,8 @@ int ReadLeasesHeld() { return leases_held.load(); }
 
 std::unique_ptr<ReadLease> ReadLease::Take(int dir_fd, const std::string& name,
                                            uint64_t device, uint64_t inode,
-                                           struct stat* now) {
+                                           struct stat* now, bool* written) {
+  if (written != nullptr) *written = false;
   if (!leases_enabled.load(std::memory_order_relaxed)) return nullptr;
   LeaseThread* thread = LeaseThread::Get();
   if (thread == nullptr || !thread->Current()) return nullptr;
@@ -273,6 +274,10 @@ std::unique_ptr<ReadLease> ReadLease::Take(int dir_fd, const std::string& name,
   // Where a break is to be signalled, set before the lease so that one
   // that comes at once goes to the lease thread too.
   struct f_owner_ex owner = {F_OWNER_TID, thread->tid()};
+  // EWOULDBLOCK: another process holds a write lease on it.
+  if (fd.get() < 0 && errno == EWOULDBLOCK && written != nullptr) {
+    *written = true;
+  }
   if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
       st.st_dev != device || st.st_ino != inode ||
       fstatfs(fd.get(), &fs) != 0 || !IsLocalFileSystem(fs) ||
@@ -288,6 +293,7 @@ std::unique_ptr<ReadLease> ReadLease::Take(int dir_fd, const std::string& name,
     if (fcntl(fd.get(), F_SETLEASE, F_RDLCK) != 0) {
       // EAGAIN: open for writing somewhere; EACCES: neither the owner nor
       // CAP_LEASE.
+      if (errno == EAGAIN && written != nullptr) *written = true;
       uncount();
       return nullptr;
     }

@@ -75,10 +75,16 @@ class ReadLease {
   // A lease on `name` (one component) in the directory open as `dir_fd`,
   // when that name is still the regular file with `device` and `inode` and
   // the lease can be had; *now is then the file's status once leased (what a
-  // cache should record). Else null.
+  // cache should record). Else null, and *written (when given) tells
+  // whether that is because the file is open for writing somewhere: a
+  // writer's descriptor, a shared writable mapping (which keeps the file
+  // open for writing after its descriptor is closed), or another process's
+  // write lease. Such a file can change without its size or times changing
+  // (writes through the mapping), so a cache should not keep what it read.
   static std::unique_ptr<ReadLease> Take(int dir_fd, const std::string& name,
                                          uint64_t device, uint64_t inode,
-                                         struct stat* now);
+                                         struct stat* now,
+                                         bool* written = nullptr);
 
   ~ReadLease();
   ReadLease(const ReadLease&) = delete;

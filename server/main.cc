@@ -1178,6 +1178,12 @@ int main(int argc, char** argv) {
         break;
       }
       if (signal_number != SIGHUP) break;
+      // What the read cache holds open goes, so that a file system inside
+      // the store can be unmounted (docs/deploying.md).
+      spdlog::info(
+          "SIGHUP: dropped {} cached reads and the directories and read "
+          "leases they held open",
+          (*store)->DropCachedReads());
       if (!tokens_file.empty()) {
         absl::Status reloaded = (*auth)->ReloadTokens();
         if (reloaded.ok()) {
@@ -1186,8 +1192,6 @@ int main(int argc, char** argv) {
           spdlog::error("SIGHUP: kept the old tokens: {}",
                         std::string(reloaded.message()));
         }
-      } else if (tls_mirror == nullptr) {
-        spdlog::info("SIGHUP: nothing to reload (no --tokens, no --tls-cert)");
       }
       reload_tls("SIGHUP");
     }

@@ -10,12 +10,15 @@
 namespace rbln {
 namespace {
 
-bool SameDir(const DirStats& a, const DirStats& b) {
-  if (!SameVersion(a.dir, b.dir) || a.entries.size() != b.entries.size()) {
+// `now`, looked at again, shows the directory and files `seen` did, and
+// none of those files is open for writing.
+bool SameDir(const DirStats& now, const DirStats& seen) {
+  if (now.written || !SameVersion(now.dir, seen.dir) ||
+      now.entries.size() != seen.entries.size()) {
     return false;
   }
-  for (size_t i = 0; i < a.entries.size(); ++i) {
-    if (!SameVersion(a.entries[i], b.entries[i])) return false;
+  for (size_t i = 0; i < now.entries.size(); ++i) {
+    if (!SameVersion(now.entries[i], seen.entries[i])) return false;
   }
   return true;
 }
@@ -188,7 +191,7 @@ void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
     std::unique_ptr<HeldDir> held;
     absl::StatusOr<DirStats> seen =
         env->StatAndHoldEntries(sources.dirs[i], sources.names[i], &held);
-    if (!seen.ok() || IsRacy(seen->dir, threshold)) return;
+    if (!seen.ok() || seen->written || IsRacy(seen->dir, threshold)) return;
     // Another directory under the name now: what was read may be either's.
     if (seen->dir.device != read_dirs[i].device ||
         seen->dir.inode != read_dirs[i].inode) {
@@ -206,6 +209,10 @@ void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
   // gone frees its blocks, which takes long for a large one.
   std::vector<Entry> dropped;
   absl::MutexLock lock(&mu_);
+  if (read_start <= cleared_at_) {
+    dropped.push_back(std::move(entry));
+    return;
+  }
   entries_.Insert(std::move(key), std::move(entry), bytes, &dropped);
 }
 
@@ -215,6 +222,15 @@ void ArtifactCache::Erase(Env* env, const std::string& dir) {
   for (Kind kind : {Kind::kArtifact, Kind::kSummary}) {
     entries_.Erase(KeyRef(env, dir, kind), &dropped);
   }
+}
+
+size_t ArtifactCache::Clear() {
+  std::vector<Entry> dropped;  // as in Insert
+  absl::MutexLock lock(&mu_);
+  cleared_at_ = absl::Now();
+  dropped.reserve(entries_.size());
+  entries_.Clear(&dropped);
+  return dropped.size();
 }
 
 size_t ArtifactCache::size() const {

@@ -92,6 +92,11 @@ class ArtifactCache {
 
   // Drops what is held for `dir` (after a write there).
   void Erase(Env* env, const std::string& dir);
+  // Drops every entry, and with them the directories and read leases they
+  // hold open, so that a file system they are on can be unmounted; a read
+  // that began before this call keeps nothing either. Returns how many
+  // entries went.
+  size_t Clear();
 
   size_t size() const;
   uint64_t hits() const;
@@ -156,6 +161,8 @@ class ArtifactCache {
   const absl::Duration racy_window_;
   mutable absl::Mutex mu_;
   LruByBytes<Key, Entry, KeyHash, KeyEq> entries_ ABSL_GUARDED_BY(mu_);
+  // The last Clear: a read that began before it is not kept.
+  absl::Time cleared_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::atomic<uint64_t> hits_ = 0;
   std::atomic<uint64_t> misses_ = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "core/env.h"
+#include "core/read_lease.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "tools/synth.h"
@@ -242,6 +244,84 @@ TEST_F(ArtifactCacheTest, EraseDropsBothKinds) {
   cache_.Erase(env_, dir_);
   EXPECT_EQ(cache_.size(), 0u);
   EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
+}
+
+TEST_F(ArtifactCacheTest, ClearDropsEverythingAndWhatAReadBeganBefore) {
+  const int leases_before = ReadLeasesHeld();
+  cache_.InsertArtifact(env_, Open(), ReadLater());
+  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  ASSERT_EQ(cache_.size(), 2u);
+  const absl::Time began = absl::Now();
+  std::shared_ptr<const ArtifactSummary> summary = Summary();
+  EXPECT_EQ(cache_.Clear(), 2u);
+  EXPECT_EQ(cache_.size(), 0u);
+  // What the entries held open is let go (a file system can be unmounted).
+  EXPECT_EQ(ReadLeasesHeld(), leases_before);
+  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+  // A read that was running keeps nothing; one begun since is kept.
+  cache_.InsertSummary(env_, dir_, summary, began);
+  EXPECT_EQ(cache_.size(), 0u);
+  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  EXPECT_EQ(cache_.size(), 1u);
+}
+
+// Writes through a shared writable mapping change a file's contents without
+// changing its size or times: no lookup could see them, so an artifact whose
+// files are open for writing somewhere is not kept.
+class ArtifactCacheWriterTest : public ArtifactCacheTest {
+ public:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(ArtifactCacheTest::SetUp());
+    config_ = JoinPath(dir_, kRblnConfigFileName);
+    // Not where this machine can have no read lease (an overlay or network
+    // file system, neither root nor the files' owner).
+    const int before = ReadLeasesHeld();
+    cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+    const bool leased = ReadLeasesHeld() > before;
+    cache_.Clear();
+    if (!leased) GTEST_SKIP() << "no read lease can be had on " << config_;
+  }
+
+  std::string config_;
+};
+
+TEST_F(ArtifactCacheWriterTest, AFileMappedForWritingIsNotCached) {
+  const int fd = open(config_.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  struct stat st;
+  ASSERT_EQ(fstat(fd, &st), 0);
+  void* map =
+      mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  // The mapping keeps the file open for writing without its descriptor.
+  close(fd);
+  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  cache_.InsertArtifact(env_, Open(), ReadLater());
+  EXPECT_EQ(cache_.size(), 0u);
+  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+  // Once it is gone, reads are kept again.
+  ASSERT_EQ(munmap(map, st.st_size), 0);
+  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  EXPECT_EQ(cache_.size(), 1u);
+  EXPECT_NE(cache_.FindSummary(env_, dir_), nullptr);
+}
+
+TEST_F(ArtifactCacheWriterTest,
+       AFileOpenedForWritingAfterItWasCachedIsReadAgain) {
+  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  ASSERT_NE(cache_.FindSummary(env_, dir_), nullptr);
+  // Opened for writing, nothing written yet: its status is as it was, but
+  // a mapping could now change it unseen.
+  const int fd = open(config_.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.size(), 0u);
+  // While it stays open, a read is not kept.
+  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  EXPECT_EQ(cache_.size(), 0u);
+  close(fd);
+  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  EXPECT_NE(cache_.FindSummary(env_, dir_), nullptr);
 }
 
 TEST_F(ArtifactCacheTest, EachEnvHasItsOwnEntries) {

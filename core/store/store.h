@@ -278,6 +278,12 @@ class ArtifactStore {
   absl::StatusOr<std::shared_ptr<const ArtifactSummary>> ReadSummary(
       const Located& at, ReadMode mode = ReadMode::kMayRead);
 
+  // Forgets every artifact read and kept (ArtifactCache::Clear): the
+  // directories and read leases the cache holds are let go, so that a file
+  // system mounted inside the store or a read-only root can be unmounted
+  // (the daemon's SIGHUP). Returns how many entries went.
+  size_t DropCachedReads() { return artifact_cache_.Clear(); }
+
   // The store's inspect cache and artifact cache (for tests and metrics).
   InspectCache& inspect_cache() { return inspect_cache_; }
   const ArtifactCache& artifact_cache() const { return artifact_cache_; }

@@ -1,0 +1,115 @@
+// SIGHUP (systemctl reload), end to end: besides reloading the tokens and TLS
+// files (tests/auth_test.cc), it drops the read cache, whose held
+// directories and read leases otherwise keep a file system mounted inside
+// the store busy (docs/deploying.md, "Unmounting a file system inside the
+// store"). Root only: it mounts a tmpfs.
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/testing/test_util.h"
+#include "gtest/gtest.h"
+#include "tests/daemon_fixture.h"
+
+namespace rbln {
+namespace {
+
+using ::rbln::e2e::Daemon;
+using ::rbln::e2e::Outcome;
+using ::rbln::e2e::ReadIfExists;
+using ::rbln::e2e::RunClient;
+using ::rbln::e2e::StartDaemonWithFlags;
+using ::rbln::e2e::StopDaemon;
+using ::rbln::e2e::Synthesize;
+using ::rbln::testing::TempDir;
+
+class ReloadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "mounting a tmpfs needs root";
+    std::filesystem::create_directories(mount_point_);
+    if (mount("tmpfs", mount_point_.c_str(), "tmpfs", 0, "size=16m") != 0) {
+      GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+    }
+    mounted_ = true;
+    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", Artifact()));
+    // The daemon keeps a read only once its files have been still for 2 s
+    // (core/format/artifact_cache.h).
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    // At info level: the reload's line.
+    ASSERT_NO_FATAL_FAILURE(StartDaemonWithFlags(
+        root_.path(), address_,
+        {"--store", store_, "--listen", address_, "--rbln-smi", "none",
+         "--device-dram", "16GiB", "--log-level", "info"},
+        &daemon_));
+  }
+
+  void TearDown() override {
+    StopDaemon(&daemon_);
+    if (mounted_) umount2(mount_point_.c_str(), MNT_DETACH);
+  }
+
+  std::string Artifact() const { return absl::StrCat(mount_point_, "/tiny"); }
+
+  Outcome Client(const std::string& args) {
+    return RunClient(address_, args, root_.path(), root_.Join("client.err"));
+  }
+
+  // Whether the daemon's log comes to hold `text` (bounded wait).
+  bool AwaitLog(const std::string& text) {
+    for (int i = 0; i < 500; ++i) {
+      if (ReadIfExists(daemon_.stderr_path).find(text) != std::string::npos) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "the daemon never logged \"" << text << "\"\n"
+                  << daemon_.Logs();
+    return false;
+  }
+
+  TempDir root_;
+  const std::string store_ = root_.Join("store");
+  const std::string mount_point_ = absl::StrCat(store_, "/team");
+  const std::string address_ = absl::StrCat("unix:", root_.Join("d.sock"));
+  bool mounted_ = false;
+  Daemon daemon_;
+};
+
+TEST_F(ReloadTest, SighupLetsGoOfAFileSystemTheReadCacheHeld) {
+  // A Get and a Describe: two cached reads of the artifact on the tmpfs.
+  const std::string model = absl::StrCat("--model-id ", Artifact());
+  Outcome get = Client(model + " --get-kvcache-num-blocks");
+  ASSERT_EQ(get.code, 0) << get;
+  Outcome describe = Client(model + " --describe");
+  ASSERT_EQ(describe.code, 0) << describe;
+  ASSERT_EQ(Client(model + " --get-kvcache-num-blocks").out, get.out);
+
+  // What the cache holds open keeps the file system busy...
+  ASSERT_NE(umount2(mount_point_.c_str(), 0), 0);
+  ASSERT_EQ(errno, EBUSY) << std::strerror(errno);
+
+  // ...until a reload drops it.
+  ASSERT_EQ(kill(daemon_.pid, SIGHUP), 0);
+  ASSERT_TRUE(AwaitLog("SIGHUP: dropped 2 cached reads"));
+  EXPECT_EQ(umount2(mount_point_.c_str(), 0), 0) << std::strerror(errno);
+  mounted_ = false;
+
+  // The daemon goes on: the artifact is gone with its file system, and says
+  // so.
+  Outcome gone = Client(model + " --get-kvcache-num-blocks");
+  EXPECT_NE(gone.code, 0) << gone;
+  EXPECT_NE(gone.err.find("tiny"), std::string::npos) << gone;
+}
+
+}  // namespace
+}  // namespace rbln
