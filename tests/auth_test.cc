@@ -81,17 +81,8 @@ class AuthTest : public ::testing::Test {
     StartDaemonWithFlags(root_.path(), listen, all, &daemon_);
   }
 
-  // Whether the daemon's log comes to hold `text` (bounded wait).
   bool AwaitLog(const std::string& text) {
-    for (int i = 0; i < 500; ++i) {
-      if (ReadIfExists(daemon_.stderr_path).find(text) != std::string::npos) {
-        return true;
-      }
-      usleep(10 * 1000);
-    }
-    ADD_FAILURE() << "the daemon never logged \"" << text << "\"\n"
-                  << daemon_.Logs();
-    return false;
+    return e2e::AwaitLog(daemon_, text);
   }
 
   std::vector<std::string> TlsFlags() const {

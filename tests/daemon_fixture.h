@@ -206,6 +206,20 @@ struct Daemon {
   }
 };
 
+// Whether `daemon`'s stderr comes to hold `text` (a bounded wait: 5 s); a
+// test failure with its logs when it does not.
+inline bool AwaitLog(const Daemon& daemon, const std::string& text) {
+  for (int i = 0; i < 500; ++i) {
+    if (ReadIfExists(daemon.stderr_path).find(text) != std::string::npos) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ADD_FAILURE() << "the daemon never logged \"" << text << "\"\n"
+                << daemon.Logs();
+  return false;
+}
+
 // An artifact's cross-process lock, held as a maintenance tool holds it:
 // writers of the artifact wait until it is released.
 class HeldArtifactLock {

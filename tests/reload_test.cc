@@ -23,9 +23,9 @@
 namespace rbln {
 namespace {
 
+using ::rbln::e2e::AwaitLog;
 using ::rbln::e2e::Daemon;
 using ::rbln::e2e::Outcome;
-using ::rbln::e2e::ReadIfExists;
 using ::rbln::e2e::RunClient;
 using ::rbln::e2e::StartDaemonWithFlags;
 using ::rbln::e2e::StopDaemon;
@@ -64,19 +64,6 @@ class ReloadTest : public ::testing::Test {
     return RunClient(address_, args, root_.path(), root_.Join("client.err"));
   }
 
-  // Whether the daemon's log comes to hold `text` (bounded wait).
-  bool AwaitLog(const std::string& text) {
-    for (int i = 0; i < 500; ++i) {
-      if (ReadIfExists(daemon_.stderr_path).find(text) != std::string::npos) {
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "the daemon never logged \"" << text << "\"\n"
-                  << daemon_.Logs();
-    return false;
-  }
-
   TempDir root_;
   const std::string store_ = root_.Join("store");
   const std::string mount_point_ = absl::StrCat(store_, "/team");
@@ -100,7 +87,7 @@ TEST_F(ReloadTest, SighupLetsGoOfAFileSystemTheReadCacheHeld) {
 
   // ...until a reload drops it.
   ASSERT_EQ(kill(daemon_.pid, SIGHUP), 0);
-  ASSERT_TRUE(AwaitLog("SIGHUP: dropped 2 cached reads"));
+  ASSERT_TRUE(AwaitLog(daemon_, "SIGHUP: dropped 2 cached reads"));
   EXPECT_EQ(umount2(mount_point_.c_str(), 0), 0) << std::strerror(errno);
   mounted_ = false;
 
