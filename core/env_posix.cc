@@ -431,6 +431,26 @@ class PosixEnv : public Env {
     return std::make_unique<PosixRandomAccessFile>(path, fd.Release());
   }
 
+  bool IsOpenForWriting(const std::string& path) override {
+    absl::StatusOr<Location> at = Locate("open", path);
+    struct stat st;
+    // Looked at first, as NewRandomAccessFile does: no FIFO or device is
+    // opened.
+    if (!at.ok() ||
+        fstatat(at->dir, at->leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode)) {
+      return false;
+    }
+    // Non-blocking: another process's write lease refuses the open
+    // (EWOULDBLOCK) instead of making it wait, and says it is being
+    // written.
+    UniqueFd fd(openat(at->dir, at->leaf.c_str(),
+                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (fd.get() < 0) return errno == EWOULDBLOCK;
+    return fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) &&
+           ReadLease::WrittenElsewhere(fd.get());
+  }
+
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) override {
     RBLN_RETURN_IF_ERROR(CheckWritable("create", path));
@@ -551,11 +571,11 @@ class PosixEnv : public Env {
     for (size_t i = 0; i < names.size(); ++i) {
       const bool leased = same_names && open.leases[i] != nullptr &&
                           open.leased_names[i] == names[i];
-      if (leased && !open.leases[i]->intact()) {
+      if (leased && open.leases[i]->broken()) {
         // Opened for writing (or truncated, or let go by the lease thread)
         // since: the status alone would miss writes through a mapping.
         stats.written = true;
-      } else if (trusted && leased) {
+      } else if (trusted && leased && open.leases[i]->intact()) {
         stats.entries.push_back(open.leased_stats[i]);
         continue;
       }
@@ -1228,6 +1248,8 @@ absl::StatusOr<DirStats> Env::StatEntriesAgain(
     absl::Span<const std::string> names) {
   return StatEntries(dir, names);
 }
+
+bool Env::IsOpenForWriting(const std::string&) { return false; }
 
 std::string JoinPath(absl::string_view dir, absl::string_view name) {
   if (dir.empty()) return std::string(name);

@@ -314,6 +314,24 @@ std::unique_ptr<ReadLease> ReadLease::Take(int dir_fd, const std::string& name,
   return std::unique_ptr<ReadLease>(new ReadLease(std::move(state)));
 }
 
+bool ReadLease::WrittenElsewhere(int fd) {
+  if (!leases_enabled.load(std::memory_order_relaxed)) return false;
+  LeaseThread* thread = LeaseThread::Get();
+  if (thread == nullptr) return false;
+  // A break while it is held is signalled to the lease thread, which finds
+  // no lease of this descriptor and lets it be.
+  struct f_owner_ex owner = {F_OWNER_TID, thread->tid()};
+  struct statfs fs;
+  if (fstatfs(fd, &fs) != 0 || !IsLocalFileSystem(fs) ||
+      fcntl(fd, F_SETSIG, ReadLeaseSignal()) != 0 ||
+      fcntl(fd, F_SETOWN_EX, &owner) != 0) {
+    return false;
+  }
+  if (fcntl(fd, F_SETLEASE, F_RDLCK) != 0) return errno == EAGAIN;
+  fcntl(fd, F_SETLEASE, F_UNLCK);
+  return false;
+}
+
 ReadLease::ReadLease(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
 ReadLease::~ReadLease() {
@@ -325,6 +343,10 @@ ReadLease::~ReadLease() {
     fd = thread->DropLocked(state_.get());
   }
   if (fd >= 0) close(fd);
+}
+
+bool ReadLease::broken() const {
+  return state_->broken.load(std::memory_order_acquire);
 }
 
 bool ReadLease::intact() const {

@@ -86,6 +86,13 @@ class ReadLease {
                                          struct stat* now,
                                          bool* written = nullptr);
 
+  // Whether the regular file open (read-only) as `fd` is open for writing
+  // anywhere, as Take's *written tells: a read lease is taken and at once
+  // let go (a writer's open meanwhile waits for no more than that). False
+  // where no lease can be had (see above), leases are off, or the file is
+  // not open for writing. Needs no room among kMaxReadLeases.
+  static bool WrittenElsewhere(int fd);
+
   ~ReadLease();
   ReadLease(const ReadLease&) = delete;
   ReadLease& operator=(const ReadLease&) = delete;
@@ -93,6 +100,11 @@ class ReadLease {
   // Still held: the file has not been opened for writing, truncated or
   // removed since Take.
   bool intact() const;
+  // Let go by the lease thread: opened for writing or truncated (or, found
+  // by its periodic look, removed or changed in a way that breaks no
+  // lease) since Take. Unlike !intact(), not while the lease thread is
+  // only late (then the file's status is to be looked at instead).
+  bool broken() const;
 
   struct State;
 

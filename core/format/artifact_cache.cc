@@ -92,6 +92,7 @@ std::shared_ptr<const Artifact> ArtifactCache::FindArtifact(
 void ArtifactCache::InsertArtifact(Env* env,
                                    std::shared_ptr<const Artifact> artifact,
                                    absl::Time read_start) {
+  if (artifact->read_while_written()) return;
   Sources sources;
   std::vector<std::string> graphs = {kRblnConfigFileName};
   for (const ContainerFile& file : artifact->containers()) {
@@ -123,6 +124,7 @@ std::shared_ptr<const ArtifactSummary> ArtifactCache::FindSummary(
 void ArtifactCache::InsertSummary(
     Env* env, const std::string& dir,
     std::shared_ptr<const ArtifactSummary> summary, absl::Time read_start) {
+  if (summary->read_while_written) return;
   // What ReadArtifactSummary reads: the config, and the prefill graph's
   // header (the graph directory's listing is covered by its own times).
   Sources sources;

@@ -30,8 +30,12 @@
 // again on each request until it has been still for that long. The clock is
 // assumed not to step back by more than that.
 //
-// Not cached: a read that checks payload checksums (verify_payload) or
-// fails.
+// Not cached: a read that checks payload checksums (verify_payload), one that
+// fails, and one that found a file it read open for writing somewhere
+// (Artifact::read_while_written, ArtifactSummary::read_while_written; a
+// shared writable mapping changes a file without changing its status). An
+// entry whose read lease is broken since (a writer's open, a truncate) is a
+// miss (DirStats::written), not just looked at again.
 //
 // Bounded: least recently used entries go once the estimated memory of what
 // is held exceeds `max_bytes`. Thread-safe; the file-system calls are made
@@ -94,8 +98,9 @@ class ArtifactCache {
   void Erase(Env* env, const std::string& dir);
   // Drops every entry, and with them the directories and read leases they
   // hold open, so that a file system they are on can be unmounted; a read
-  // that began before this call keeps nothing either. Returns how many
-  // entries went.
+  // that began before this call keeps nothing either (told by its
+  // read_start: as the racy rule, this assumes the clock does not step
+  // back). Returns how many entries went.
   size_t Clear();
 
   size_t size() const;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "core/env.h"
+#include "core/format/inspect_cache.h"
 #include "core/read_lease.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
@@ -247,22 +248,25 @@ TEST_F(ArtifactCacheTest, EraseDropsBothKinds) {
 }
 
 TEST_F(ArtifactCacheTest, ClearDropsEverythingAndWhatAReadBeganBefore) {
+  // No racy window: a read that begins now could be kept.
+  ArtifactCache cache(ArtifactCache::kDefaultMaxBytes, absl::ZeroDuration());
   const int leases_before = ReadLeasesHeld();
-  cache_.InsertArtifact(env_, Open(), ReadLater());
-  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
-  ASSERT_EQ(cache_.size(), 2u);
+  cache.InsertArtifact(env_, Open(), absl::Now());
+  cache.InsertSummary(env_, dir_, Summary(), absl::Now());
+  ASSERT_EQ(cache.size(), 2u);
   const absl::Time began = absl::Now();
   std::shared_ptr<const ArtifactSummary> summary = Summary();
-  EXPECT_EQ(cache_.Clear(), 2u);
-  EXPECT_EQ(cache_.size(), 0u);
+  EXPECT_EQ(cache.Clear(), 2u);
+  EXPECT_EQ(cache.size(), 0u);
   // What the entries held open is let go (a file system can be unmounted).
   EXPECT_EQ(ReadLeasesHeld(), leases_before);
-  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+  EXPECT_EQ(cache.FindSummary(env_, dir_), nullptr);
   // A read that was running keeps nothing; one begun since is kept.
-  cache_.InsertSummary(env_, dir_, summary, began);
-  EXPECT_EQ(cache_.size(), 0u);
-  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
-  EXPECT_EQ(cache_.size(), 1u);
+  cache.InsertSummary(env_, dir_, summary, began);
+  EXPECT_EQ(cache.size(), 0u);
+  absl::SleepFor(absl::Milliseconds(1));
+  cache.InsertSummary(env_, dir_, Summary(), absl::Now());
+  EXPECT_EQ(cache.size(), 1u);
 }
 
 // Writes through a shared writable mapping change a file's contents without
@@ -285,25 +289,89 @@ class ArtifactCacheWriterTest : public ArtifactCacheTest {
   std::string config_;
 };
 
+// A shared writable mapping of `path`, whose descriptor is closed at once:
+// the mapping alone keeps the file open for writing.
+class SharedMapping {
+ public:
+  explicit SharedMapping(const std::string& path) {
+    const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+    EXPECT_GE(fd, 0) << path;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return;
+    size_ = st.st_size;
+    void* map = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    EXPECT_NE(map, MAP_FAILED) << path;
+    if (map != MAP_FAILED) map_ = map;
+  }
+  ~SharedMapping() { Unmap(); }
+  void Unmap() {
+    if (map_ != nullptr) munmap(map_, size_);
+    map_ = nullptr;
+  }
+
+ private:
+  void* map_ = nullptr;
+  size_t size_ = 0;
+};
+
 TEST_F(ArtifactCacheWriterTest, AFileMappedForWritingIsNotCached) {
-  const int fd = open(config_.c_str(), O_RDWR | O_CLOEXEC);
-  ASSERT_GE(fd, 0);
-  struct stat st;
-  ASSERT_EQ(fstat(fd, &st), 0);
-  void* map =
-      mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  ASSERT_NE(map, MAP_FAILED);
-  // The mapping keeps the file open for writing without its descriptor.
-  close(fd);
-  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
-  cache_.InsertArtifact(env_, Open(), ReadLater());
+  SharedMapping mapping(config_);
+  std::shared_ptr<const ArtifactSummary> summary = Summary();
+  std::shared_ptr<const Artifact> artifact = Open();
+  EXPECT_TRUE(summary->read_while_written);
+  EXPECT_TRUE(artifact->read_while_written());
+  cache_.InsertSummary(env_, dir_, summary, ReadLater());
+  cache_.InsertArtifact(env_, artifact, ReadLater());
   EXPECT_EQ(cache_.size(), 0u);
   EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
   // Once it is gone, reads are kept again.
-  ASSERT_EQ(munmap(map, st.st_size), 0);
+  mapping.Unmap();
   cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
   EXPECT_EQ(cache_.size(), 1u);
   EXPECT_NE(cache_.FindSummary(env_, dir_), nullptr);
+}
+
+// A read-only root (links beneath it followed) holds no directory and takes
+// no lease, but what was read while a file was open for writing is not
+// kept there either.
+TEST_F(ArtifactCacheWriterTest,
+       AFileMappedForWritingInAReadOnlyRootIsNotCached) {
+  absl::StatusOr<std::unique_ptr<Env>> root = NewConfinedEnv(
+      tmp_.path(), {.read_only = true, .follow_symlinks_beneath = true});
+  ASSERT_TRUE(root.ok()) << root.status();
+  Env* env = root->get();
+  SharedMapping mapping(JoinPath(dir_, "prefill.rbln"));
+  absl::StatusOr<ArtifactSummary> summary = ReadArtifactSummary(env, dir_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(summary->read_while_written);
+  cache_.InsertSummary(
+      env, dir_, std::make_shared<const ArtifactSummary>(*std::move(summary)),
+      ReadLater());
+  EXPECT_EQ(cache_.size(), 0u);
+  mapping.Unmap();
+  summary = ReadArtifactSummary(env, dir_);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_FALSE(summary->read_while_written);
+}
+
+// The inspect cache goes by a file's identity, which writes through a
+// mapping do not change: a graph open for writing is inspected afresh and
+// its facts are not kept.
+TEST_F(ArtifactCacheWriterTest, AGraphOpenForWritingBypassesTheInspectCache) {
+  InspectCache inspect;
+  SharedMapping mapping(JoinPath(dir_, "prefill.rbln"));
+  absl::StatusOr<Artifact> artifact =
+      Artifact::Open(env_, dir_, {.inspect_cache = &inspect});
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  const size_t graphs = artifact->containers().size();
+  ASSERT_GE(graphs, 2u);
+  // Every graph but the one being written.
+  EXPECT_EQ(inspect.size(), graphs - 1);
+  mapping.Unmap();
+  artifact = Artifact::Open(env_, dir_, {.inspect_cache = &inspect});
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  EXPECT_EQ(inspect.size(), graphs);
 }
 
 TEST_F(ArtifactCacheWriterTest,

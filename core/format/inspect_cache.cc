@@ -47,6 +47,11 @@ void InspectCache::Erase(const FileIdentity& id) {
   entries_.Erase(Key{id.device, id.inode});
 }
 
+void InspectCache::Clear() {
+  absl::MutexLock lock(&mu_);
+  entries_.Clear();
+}
+
 size_t InspectCache::size() const {
   absl::MutexLock lock(&mu_);
   return entries_.size();

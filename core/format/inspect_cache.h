@@ -62,6 +62,8 @@ class InspectCache {
               std::shared_ptr<const ContainerFacts> facts);
   // Drops what is held for the file `id` names (its device and inode).
   void Erase(const FileIdentity& id);
+  // Drops everything.
+  void Clear();
 
   size_t size() const;
   uint64_t hits() const;

@@ -278,11 +278,16 @@ class ArtifactStore {
   absl::StatusOr<std::shared_ptr<const ArtifactSummary>> ReadSummary(
       const Located& at, ReadMode mode = ReadMode::kMayRead);
 
-  // Forgets every artifact read and kept (ArtifactCache::Clear): the
-  // directories and read leases the cache holds are let go, so that a file
-  // system mounted inside the store or a read-only root can be unmounted
-  // (the daemon's SIGHUP). Returns how many entries went.
-  size_t DropCachedReads() { return artifact_cache_.Clear(); }
+  // Forgets every artifact read and kept (ArtifactCache::Clear) and every
+  // graph inspected (InspectCache): the directories and read leases the
+  // artifact cache holds are let go, so that a file system mounted beneath
+  // the store or a read-only root can be unmounted (the daemon's SIGHUP;
+  // not one mounted at a root itself, which stays open while the store
+  // is). Returns how many artifact entries went.
+  size_t DropCachedReads() {
+    inspect_cache_.Clear();
+    return artifact_cache_.Clear();
+  }
 
   // The store's inspect cache and artifact cache (for tests and metrics).
   InspectCache& inspect_cache() { return inspect_cache_; }
