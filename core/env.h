@@ -193,13 +193,15 @@ class Env {
   // Reads a whole small file; refuses files larger than `max_bytes`.
   virtual absl::StatusOr<std::string> ReadFileToString(const std::string& path,
                                                        uint64_t max_bytes) = 0;
-  // Whether the regular file `path` is open for writing anywhere (a
-  // writer's descriptor, a shared writable mapping, a write lease), where
-  // the Env can tell (ReadLease::WrittenElsewhere); false where it cannot or
-  // on any error. What such a file holds can change without its size or
-  // times changing, so a cache should not keep what was read from it. The
-  // default tells nothing.
-  virtual bool IsOpenForWriting(const std::string& path);
+  // Whether what the regular file `path` holds may change without its size
+  // or times changing, so that a cache should not keep what was read from
+  // it: the file is open for writing somewhere (a writer's descriptor, a
+  // shared writable mapping, a write lease), where the Env can tell
+  // (ReadLease::WrittenElsewhere), or it is on a tmpfs, whose writes
+  // through a mapping change no time once a read has mapped the page.
+  // False where the Env cannot tell, and on any error. The default tells
+  // nothing.
+  virtual bool MayChangeUnseen(const std::string& path);
 
   // Entries of a directory, without "." and "..", sorted by name.
   virtual absl::StatusOr<std::vector<DirEntry>> ListDir(
@@ -298,8 +300,8 @@ class EnvWrapper : public Env {
                                                uint64_t max_bytes) override {
     return target_->ReadFileToString(path, max_bytes);
   }
-  bool IsOpenForWriting(const std::string& path) override {
-    return target_->IsOpenForWriting(path);
+  bool MayChangeUnseen(const std::string& path) override {
+    return target_->MayChangeUnseen(path);
   }
   absl::StatusOr<std::vector<DirEntry>> ListDir(
       const std::string& path) override {

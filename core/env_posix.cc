@@ -431,7 +431,7 @@ class PosixEnv : public Env {
     return std::make_unique<PosixRandomAccessFile>(path, fd.Release());
   }
 
-  bool IsOpenForWriting(const std::string& path) override {
+  bool MayChangeUnseen(const std::string& path) override {
     absl::StatusOr<Location> at = Locate("open", path);
     struct stat st;
     // Looked at first, as NewRandomAccessFile does: no FIFO or device is
@@ -447,8 +447,15 @@ class PosixEnv : public Env {
     UniqueFd fd(openat(at->dir, at->leaf.c_str(),
                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
     if (fd.get() < 0) return errno == EWOULDBLOCK;
-    return fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) &&
-           ReadLease::WrittenElsewhere(fd.get());
+    struct statfs fs;
+    if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        fstatfs(fd.get(), &fs) != 0) {
+      return false;
+    }
+    // tmpfs has no page_mkwrite: a page mapped by a read fault is written
+    // without a fault, and the file's times never show it.
+    if (fs.f_type == TMPFS_MAGIC) return true;
+    return ReadLease::WrittenElsewhere(fd.get());
   }
 
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
@@ -1249,7 +1256,7 @@ absl::StatusOr<DirStats> Env::StatEntriesAgain(
   return StatEntries(dir, names);
 }
 
-bool Env::IsOpenForWriting(const std::string&) { return false; }
+bool Env::MayChangeUnseen(const std::string&) { return false; }
 
 std::string JoinPath(absl::string_view dir, absl::string_view name) {
   if (dir.empty()) return std::string(name);

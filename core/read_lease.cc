@@ -247,6 +247,8 @@ void BlockReadLeaseSignals() {
 
 int ReadLeasesHeld() { return leases_held.load(); }
 
+bool ReadLeasesEnabled() { return leases_enabled.load(); }
+
 std::unique_ptr<ReadLease> ReadLease::Take(int dir_fd, const std::string& name,
                                            uint64_t device, uint64_t inode,
                                            struct stat* now, bool* written) {

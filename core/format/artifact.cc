@@ -36,8 +36,8 @@ struct OpenedConfig {
   std::string graph_dir;
   // Before the graphs are read; zero when it cannot be looked at.
   FileStat graph_dir_stat{};
-  // rbln_config.json was open for writing somewhere when it was read.
-  bool written = false;
+  // rbln_config.json may change unseen (Env::MayChangeUnseen).
+  bool may_change_unseen = false;
 };
 
 absl::StatusOr<OpenedConfig> OpenConfig(Env* env, const std::string& dir) {
@@ -57,9 +57,11 @@ absl::StatusOr<OpenedConfig> OpenConfig(Env* env, const std::string& dir) {
   }
   opened.dir_stat = *dir_stat;
   const std::string config_path = JoinPath(dir, kRblnConfigFileName);
-  // Asked before the read: a writer that comes later changes the file's
-  // times when it writes (and ArtifactCache's racy rule sees them).
-  opened.written = env->IsOpenForWriting(config_path);
+  // Asked before the read: a writer that comes later must fault a page of
+  // its mapping in to write, which sets the file's times (but on a tmpfs,
+  // which MayChangeUnseen answers for), and ArtifactCache's racy rule sees
+  // them.
+  opened.may_change_unseen = env->MayChangeUnseen(config_path);
   absl::StatusOr<std::string> text =
       env->ReadFileToString(config_path, kMaxConfigBytes);
   if (absl::IsNotFound(text.status())) {
@@ -166,7 +168,7 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
   RBLN_ASSIGN_OR_RETURN(OpenedConfig opened, OpenConfig(env, dir));
   artifact.dir_stat_ = opened.dir_stat;
   artifact.graph_dir_stat_ = opened.graph_dir_stat;
-  artifact.read_while_written_ = opened.written;
+  artifact.may_change_unseen_ = opened.may_change_unseen;
   artifact.config_text_ = std::move(opened.text);
   artifact.config_ = std::move(opened.config);
   artifact.graph_dir_ = std::move(opened.graph_dir);
@@ -200,8 +202,7 @@ absl::Status Artifact::ReadGraphs(Env* env, const ArtifactOptions& options) {
           "there: copy the whole saved directory"));
     }
     const std::string sub_config = JoinPath(graph_dir_, kRblnConfigFileName);
-    read_while_written_ =
-        env->IsOpenForWriting(sub_config) || read_while_written_;
+    may_change_unseen_ = env->MayChangeUnseen(sub_config) || may_change_unseen_;
     absl::StatusOr<std::string> text =
         env->ReadFileToString(sub_config, kMaxConfigBytes);
     if (text.ok()) {
@@ -232,16 +233,16 @@ absl::Status Artifact::ReadGraphs(Env* env, const ArtifactOptions& options) {
     file.file_name = entry.name;
     file.path = JoinPath(graph_dir_, entry.name);
     RBLN_ASSIGN_OR_RETURN(file.stat, env->Stat(file.path));
-    // A file being written may change under an unchanged identity: what the
-    // inspect cache holds for it is not to be trusted, nor kept.
-    const bool written = env->IsOpenForWriting(file.path);
-    read_while_written_ = written || read_while_written_;
+    // Such a file may change under an unchanged identity: what the inspect
+    // cache holds for it is not to be trusted, nor kept.
+    const bool unseen = env->MayChangeUnseen(file.path);
+    may_change_unseen_ = unseen || may_change_unseen_;
     RBLN_ASSIGN_OR_RETURN(std::string first_bytes, Sniff(env, file.path));
     RBLN_ASSIGN_OR_RETURN(file.codec, ChooseCodec(file.path, first_bytes,
                                                   options.external_codec));
     RBLN_ASSIGN_OR_RETURN(
         file.facts, InspectCached(env, file.path, file.stat, file.codec,
-                                  written ? nullptr : options.inspect_cache));
+                                  unseen ? nullptr : options.inspect_cache));
     const std::string& graph = file.facts->compiled_model_name;
     if (!graph.empty() && graph != file.graph_name()) {
       return absl::DataLossError(absl::StrCat(
@@ -438,7 +439,7 @@ absl::StatusOr<ArtifactSummary> ReadArtifactSummary(Env* env,
   ArtifactSummary summary;
   summary.dir_stat = opened.dir_stat;
   summary.graph_dir_stat = opened.graph_dir_stat;
-  summary.read_while_written = opened.written;
+  summary.may_change_unseen = opened.may_change_unseen;
   summary.config = std::move(opened.config);
   summary.npu = summary.config.npu;
   // A graph file that is a symbolic link or a special file is refused as
@@ -461,8 +462,8 @@ absl::StatusOr<ArtifactSummary> ReadArtifactSummary(Env* env,
   // The built-in prefill header, when there is one: a few KiB to read.
   const std::string prefill = JoinPath(
       opened.graph_dir, absl::StrCat(kPrefillGraphName, kContainerExtension));
-  summary.read_while_written =
-      env->IsOpenForWriting(prefill) || summary.read_while_written;
+  summary.may_change_unseen =
+      env->MayChangeUnseen(prefill) || summary.may_change_unseen;
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> file =
       env->NewRandomAccessFile(prefill);
   if (!file.ok()) return summary;

@@ -114,11 +114,11 @@ class Artifact {
   const std::string& graph_dir() const { return graph_dir_; }
   // graph_dir() as the graphs were read from it (ArtifactCache compares it).
   const FileStat& graph_dir_stat() const { return graph_dir_stat_; }
-  // A file this was read from was open for writing somewhere when it was
-  // read (Env::IsOpenForWriting): it may change without its status
-  // changing, so ArtifactCache does not keep this, and its graphs were
+  // A file this was read from may change without its status changing
+  // (Env::MayChangeUnseen: open for writing somewhere when it was read, or
+  // on a tmpfs), so ArtifactCache does not keep this, and such graphs were
   // inspected without the inspect cache.
-  bool read_while_written() const { return read_while_written_; }
+  bool may_change_unseen() const { return may_change_unseen_; }
   // The submodule's own rbln_config.json, when it has one.
   const std::optional<std::string>& submodule_config_text() const {
     return submodule_config_text_;
@@ -162,7 +162,7 @@ class Artifact {
   std::string config_text_;
   std::string graph_dir_;
   FileStat graph_dir_stat_{};
-  bool read_while_written_ = false;
+  bool may_change_unseen_ = false;
   std::optional<std::string> submodule_config_text_;
   std::vector<ContainerFile> containers_;
   size_t prefill_index_ = 0;
@@ -185,8 +185,8 @@ struct ArtifactSummary {
   // compares them.
   FileStat dir_stat{};
   FileStat graph_dir_stat{};
-  // As Artifact::read_while_written.
-  bool read_while_written = false;
+  // As Artifact::may_change_unseen.
+  bool may_change_unseen = false;
 };
 
 // Reads `dir`'s rbln_config.json (NOT_FOUND when `dir` or the config is

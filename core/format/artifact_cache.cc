@@ -92,7 +92,7 @@ std::shared_ptr<const Artifact> ArtifactCache::FindArtifact(
 void ArtifactCache::InsertArtifact(Env* env,
                                    std::shared_ptr<const Artifact> artifact,
                                    absl::Time read_start) {
-  if (artifact->read_while_written()) return;
+  if (artifact->may_change_unseen()) return;
   Sources sources;
   std::vector<std::string> graphs = {kRblnConfigFileName};
   for (const ContainerFile& file : artifact->containers()) {
@@ -124,7 +124,7 @@ std::shared_ptr<const ArtifactSummary> ArtifactCache::FindSummary(
 void ArtifactCache::InsertSummary(
     Env* env, const std::string& dir,
     std::shared_ptr<const ArtifactSummary> summary, absl::Time read_start) {
-  if (summary->read_while_written) return;
+  if (summary->may_change_unseen) return;
   // What ReadArtifactSummary reads: the config, and the prefill graph's
   // header (the graph directory's listing is covered by its own times).
   Sources sources;

@@ -31,9 +31,9 @@
 // assumed not to step back by more than that.
 //
 // Not cached: a read that checks payload checksums (verify_payload), one that
-// fails, and one that found a file it read open for writing somewhere
-// (Artifact::read_while_written, ArtifactSummary::read_while_written; a
-// shared writable mapping changes a file without changing its status). An
+// fails, and one that found a file it read open for writing somewhere, or on
+// a tmpfs (Artifact::may_change_unseen, ArtifactSummary::may_change_unseen;
+// a shared writable mapping changes a file without changing its status). An
 // entry whose read lease is broken since (a writer's open, a truncate) is a
 // miss (DirStats::written), not just looked at again.
 //

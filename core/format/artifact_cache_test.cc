@@ -1,11 +1,16 @@
 #include "core/format/artifact_cache.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <ostream>
@@ -319,8 +324,8 @@ TEST_F(ArtifactCacheWriterTest, AFileMappedForWritingIsNotCached) {
   SharedMapping mapping(config_);
   std::shared_ptr<const ArtifactSummary> summary = Summary();
   std::shared_ptr<const Artifact> artifact = Open();
-  EXPECT_TRUE(summary->read_while_written);
-  EXPECT_TRUE(artifact->read_while_written());
+  EXPECT_TRUE(summary->may_change_unseen);
+  EXPECT_TRUE(artifact->may_change_unseen());
   cache_.InsertSummary(env_, dir_, summary, ReadLater());
   cache_.InsertArtifact(env_, artifact, ReadLater());
   EXPECT_EQ(cache_.size(), 0u);
@@ -344,7 +349,7 @@ TEST_F(ArtifactCacheWriterTest,
   SharedMapping mapping(JoinPath(dir_, "prefill.rbln"));
   absl::StatusOr<ArtifactSummary> summary = ReadArtifactSummary(env, dir_);
   ASSERT_TRUE(summary.ok()) << summary.status();
-  EXPECT_TRUE(summary->read_while_written);
+  EXPECT_TRUE(summary->may_change_unseen);
   cache_.InsertSummary(
       env, dir_, std::make_shared<const ArtifactSummary>(*std::move(summary)),
       ReadLater());
@@ -352,7 +357,7 @@ TEST_F(ArtifactCacheWriterTest,
   mapping.Unmap();
   summary = ReadArtifactSummary(env, dir_);
   ASSERT_TRUE(summary.ok()) << summary.status();
-  EXPECT_FALSE(summary->read_while_written);
+  EXPECT_FALSE(summary->may_change_unseen);
 }
 
 // The inspect cache goes by a file's identity, which writes through a
@@ -390,6 +395,36 @@ TEST_F(ArtifactCacheWriterTest,
   close(fd);
   cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
   EXPECT_NE(cache_.FindSummary(env_, dir_), nullptr);
+}
+
+// tmpfs has no page_mkwrite: once a read fault has mapped a page, writes
+// through a shared mapping change no time, and a writer may have come and
+// gone between a read's question and its insert. Nothing read from a tmpfs
+// is kept, nor inspected facts of its graphs.
+TEST(ArtifactCacheTmpfsTest, NothingReadFromATmpfsIsKept) {
+  struct statfs fs;
+  if (statfs("/dev/shm", &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
+    GTEST_SKIP() << "no tmpfs at /dev/shm";
+  }
+  char base[] = "/dev/shm/rbln-test-XXXXXX";
+  ASSERT_NE(mkdtemp(base), nullptr) << std::strerror(errno);
+  const std::string dir = JoinPath(base, "tiny");
+  Env* env = Env::Default();
+  ASSERT_TRUE(WriteSyntheticArtifact(env, SynthSpec{}, dir).ok());
+  absl::StatusOr<ArtifactSummary> summary = ReadArtifactSummary(env, dir);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_TRUE(summary->may_change_unseen);
+  InspectCache inspect;
+  absl::StatusOr<Artifact> artifact =
+      Artifact::Open(env, dir, {.inspect_cache = &inspect});
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  EXPECT_TRUE(artifact->may_change_unseen());
+  EXPECT_EQ(inspect.size(), 0u);
+  ArtifactCache cache;
+  cache.InsertArtifact(
+      env, std::make_shared<const Artifact>(*std::move(artifact)), ReadLater());
+  EXPECT_EQ(cache.size(), 0u);
+  std::filesystem::remove_all(base);
 }
 
 TEST_F(ArtifactCacheTest, EachEnvHasItsOwnEntries) {

@@ -5,7 +5,10 @@
 // An entry is keyed by the file's device and inode and holds the codec's name
 // and the file's identity (size, mtime, ctime) when it was inspected; a
 // lookup with a different identity misses (and the caller re-inspects), so a
-// file changed in any way, or replaced by a rename, is never served stale.
+// file changed by a write, a truncate or a rename is not served stale. Writes
+// through a shared writable mapping that change no time (one already open
+// for writing, or on a tmpfs) are the caller's to rule out:
+// Artifact::Open does not use this cache for a file Env::MayChangeUnseen.
 // Our own commits replace files by rename (a new inode) and so invalidate
 // their entries as a matter of course; they also erase the entries of the
 // files they replaced, which would otherwise stay until the bound pushed them
