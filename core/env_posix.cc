@@ -414,48 +414,21 @@ class PosixEnv : public Env {
 
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(
       const std::string& path) override {
-    RBLN_ASSIGN_OR_RETURN(Location at, Locate("open", path));
-    // Looked at before it is opened: opening a FIFO or a device can block
-    // or have effects of its own.
-    struct stat st;
-    if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      return ErrnoStatus("open", path, errno);
-    }
-    if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
-    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
-                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (fd.get() < 0) return ErrnoStatus("open", path, errno);
-    // It may have been swapped between the look and the open.
-    if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", path, errno);
-    if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+    RBLN_ASSIGN_OR_RETURN(UniqueFd fd, OpenRegular(path));
     return std::make_unique<PosixRandomAccessFile>(path, fd.Release());
   }
 
   bool MayChangeUnseen(const std::string& path) override {
-    absl::StatusOr<Location> at = Locate("open", path);
-    struct stat st;
-    // Looked at first, as NewRandomAccessFile does: no FIFO or device is
-    // opened.
-    if (!at.ok() ||
-        fstatat(at->dir, at->leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(st.st_mode)) {
-      return false;
-    }
-    // Non-blocking: another process's write lease refuses the open
-    // (EWOULDBLOCK) instead of making it wait, and says it is being
-    // written.
-    UniqueFd fd(openat(at->dir, at->leaf.c_str(),
-                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (fd.get() < 0) return errno == EWOULDBLOCK;
+    absl::StatusOr<UniqueFd> fd = OpenRegular(path);
+    // UNAVAILABLE: another process's write lease refused the open
+    // (EWOULDBLOCK); it is being written.
+    if (!fd.ok()) return absl::IsUnavailable(fd.status());
     struct statfs fs;
-    if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-        fstatfs(fd.get(), &fs) != 0) {
-      return false;
-    }
+    if (fstatfs(fd->get(), &fs) != 0) return false;
     // tmpfs has no page_mkwrite: a page mapped by a read fault is written
     // without a fault, and the file's times never show it.
     if (fs.f_type == TMPFS_MAGIC) return true;
-    return ReadLease::WrittenElsewhere(fd.get());
+    return ReadLease::WrittenElsewhere(fd->get());
   }
 
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
@@ -973,6 +946,26 @@ class PosixEnv : public Env {
                        " that this process is confined to"));
     }
     return rel;
+  }
+
+  // `path` opened read-only and non-blocking (another process's write
+  // lease refuses it with UNAVAILABLE instead of making it wait), when it
+  // is a regular file: looked at before it is opened, since opening a FIFO
+  // or a device can block or have effects of its own, and again once open,
+  // since it may have been swapped between the look and the open.
+  absl::StatusOr<UniqueFd> OpenRegular(const std::string& path) {
+    RBLN_ASSIGN_OR_RETURN(Location at, Locate("open", path));
+    struct stat st;
+    if (fstatat(at.dir, at.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return ErrnoStatus("open", path, errno);
+    }
+    if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+    UniqueFd fd(openat(at.dir, at.leaf.c_str(),
+                       O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (fd.get() < 0) return ErrnoStatus("open", path, errno);
+    if (fstat(fd.get(), &st) != 0) return ErrnoStatus("stat", path, errno);
+    if (!S_ISREG(st.st_mode)) return NotRegular(path, st.st_mode);
+    return fd;
   }
 
   absl::StatusOr<Location> Locate(absl::string_view op,
