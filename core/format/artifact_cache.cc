@@ -10,8 +10,8 @@
 namespace rbln {
 namespace {
 
-// `now`, looked at again, shows the directory and files `seen` did, and
-// none of those files is open for writing.
+// `now`, looked at again, shows the directory and files `seen` did, and no
+// lease on those files was broken since (DirStats::written).
 bool SameDir(const DirStats& now, const DirStats& seen) {
   if (now.written || !SameVersion(now.dir, seen.dir) ||
       now.entries.size() != seen.entries.size()) {
