@@ -15,6 +15,8 @@ constexpr std::array<const char*, 5> kProbeResults = {
     "ok", "no_tool", "timeout", "unreadable", "failed"};
 constexpr std::array<const char*, 4> kLeaseBreaks = {"writer", "removed",
                                                      "changed", "overflow"};
+constexpr std::array<const char*, 5> kNotKept = {"changing", "recent", "moved",
+                                                 "cleared", "gone"};
 constexpr std::array<const char*, 3> kCodecOperations = {"decode", "rescale",
                                                          "encode"};
 
@@ -27,8 +29,9 @@ struct CoreMetrics {
   Counter* probes[kProbeResults.size()];
   // [operation][0: ok, 1: error]
   Counter* codec_calls[kCodecOperations.size()][2];
-  Counter* cache_lookups[2];  // by CacheLookup
-  Counter* dir_checks[2];     // by DirCheck
+  Counter* cache_lookups[2];           // by CacheLookup
+  Counter* not_kept[kNotKept.size()];  // by CacheNotKept
+  Counter* dir_checks[2];              // by DirCheck
   Gauge* pending_old_versions;
   Gauge* read_leases;
   Counter* lease_breaks[kLeaseBreaks.size()];  // by ReadLeaseBreak
@@ -97,6 +100,18 @@ CoreMetrics Register(metrics::Registry& registry) {
       &lookups.WithLabels({"hit"});
   m.cache_lookups[static_cast<int>(CacheLookup::kMiss)] =
       &lookups.WithLabels({"miss"});
+  metrics::CounterFamily& not_kept = registry.AddCounter(
+      "rbln_artifactd_artifact_cache_not_kept_total",
+      "Reads from the files that the artifact cache did not keep, by why: "
+      "changing (a file may change without its status showing it: open for "
+      "writing somewhere, or on a tmpfs), recent (a file changed less than 2 "
+      "s before the read), moved (the directory's name names another one "
+      "now), cleared (SIGHUP dropped the cache during the read) or gone (it "
+      "could not be looked at again).",
+      {"why"});
+  for (size_t i = 0; i < kNotKept.size(); ++i) {
+    m.not_kept[i] = &not_kept.WithLabels({kNotKept[i]});
+  }
   metrics::CounterFamily& dir_checks = registry.AddCounter(
       "rbln_artifactd_dir_checks_total",
       "Lookups that checked a cached artifact's directory, by how: watched "
@@ -173,6 +188,10 @@ void CountCodecCall(CodecOperation operation, const absl::Status& status) {
 
 void CountArtifactCacheLookup(CacheLookup result) {
   Metrics().cache_lookups[static_cast<int>(result)]->Increment();
+}
+
+void CountArtifactCacheNotKept(CacheNotKept why) {
+  Metrics().not_kept[static_cast<int>(why)]->Increment();
 }
 
 void CountDirCheck(DirCheck how) {

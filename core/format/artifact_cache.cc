@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/core_metrics.h"
 #include "core/format/container.h"
 
 namespace rbln {
@@ -92,7 +93,10 @@ std::shared_ptr<const Artifact> ArtifactCache::FindArtifact(
 void ArtifactCache::InsertArtifact(Env* env,
                                    std::shared_ptr<const Artifact> artifact,
                                    absl::Time read_start) {
-  if (artifact->may_change_unseen()) return;
+  if (artifact->may_change_unseen()) {
+    CountArtifactCacheNotKept(CacheNotKept::kChanging);
+    return;
+  }
   Sources sources;
   std::vector<std::string> graphs = {kRblnConfigFileName};
   for (const ContainerFile& file : artifact->containers()) {
@@ -124,7 +128,10 @@ std::shared_ptr<const ArtifactSummary> ArtifactCache::FindSummary(
 void ArtifactCache::InsertSummary(
     Env* env, const std::string& dir,
     std::shared_ptr<const ArtifactSummary> summary, absl::Time read_start) {
-  if (summary->may_change_unseen) return;
+  if (summary->may_change_unseen) {
+    CountArtifactCacheNotKept(CacheNotKept::kChanging);
+    return;
+  }
   // What ReadArtifactSummary reads: the config, and the prefill graph's
   // header (the graph directory's listing is covered by its own times).
   Sources sources;
@@ -189,18 +196,25 @@ void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
                            uint64_t bytes, absl::Span<const FileStat> read_dirs,
                            absl::Time read_start) {
   const int64_t threshold = absl::ToUnixNanos(read_start - racy_window_);
+  const auto not_kept = [](CacheNotKept why) {
+    CountArtifactCacheNotKept(why);
+  };
   for (size_t i = 0; i < sources.dirs.size(); ++i) {
     std::unique_ptr<HeldDir> held;
     absl::StatusOr<DirStats> seen =
         env->StatAndHoldEntries(sources.dirs[i], sources.names[i], &held);
-    if (!seen.ok() || seen->written || IsRacy(seen->dir, threshold)) return;
+    if (!seen.ok()) return not_kept(CacheNotKept::kGone);
+    if (seen->written) return not_kept(CacheNotKept::kChanging);
+    if (IsRacy(seen->dir, threshold)) return not_kept(CacheNotKept::kRecent);
     // Another directory under the name now: what was read may be either's.
     if (seen->dir.device != read_dirs[i].device ||
         seen->dir.inode != read_dirs[i].inode) {
-      return;
+      return not_kept(CacheNotKept::kMoved);
     }
     for (const std::optional<FileStat>& st : seen->entries) {
-      if (st.has_value() && IsRacy(*st, threshold)) return;
+      if (st.has_value() && IsRacy(*st, threshold)) {
+        return not_kept(CacheNotKept::kRecent);
+      }
     }
     sources.seen.push_back(*std::move(seen));
     sources.held.push_back(std::move(held));
@@ -213,6 +227,7 @@ void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
   absl::MutexLock lock(&mu_);
   if (read_start <= cleared_at_) {
     dropped.push_back(std::move(entry));
+    CountArtifactCacheNotKept(CacheNotKept::kCleared);
     return;
   }
   entries_.Insert(std::move(key), std::move(entry), bytes, &dropped);

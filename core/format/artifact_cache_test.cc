@@ -20,8 +20,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "core/core_metrics.h"
 #include "core/env.h"
 #include "core/format/inspect_cache.h"
+#include "core/metrics.h"
 #include "core/read_lease.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
@@ -33,6 +35,15 @@ namespace {
 // The start of a read long after the test wrote its files: they look still
 // (not racy) to a cache with the default window.
 absl::Time ReadLater() { return absl::Now() + absl::Seconds(10); }
+
+// rbln_artifactd_artifact_cache_not_kept_total for `why` (core_metrics.h).
+double NotKept(absl::string_view why) {
+  RegisterCoreMetrics();
+  return metrics::Registry::Default()
+      .Sample(absl::StrCat(
+          "rbln_artifactd_artifact_cache_not_kept_total{why=\"", why, "\"}"))
+      .value_or(-1);
+}
 
 // Sets the modification times of `dir` and of the files in it an hour back,
 // so that a change made by the test, however soon, shows in them.
@@ -105,9 +116,11 @@ TEST_F(ArtifactCacheTest, AnUnchangedArtifactIsServedFromTheCache) {
 TEST_F(ArtifactCacheTest, FilesChangedJustBeforeTheReadAreNotKept) {
   // The test's files were written a moment ago: a read beginning now could
   // share their timestamp tick with a second, unseen change.
+  const double recent = NotKept("recent");
   cache_.InsertArtifact(env_, Open(), absl::Now());
   cache_.InsertSummary(env_, dir_, Summary(), absl::Now());
   EXPECT_EQ(cache_.size(), 0u);
+  EXPECT_EQ(NotKept("recent"), recent + 2);
   EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
 }
 
@@ -267,8 +280,10 @@ TEST_F(ArtifactCacheTest, ClearDropsEverythingAndWhatAReadBeganBefore) {
   EXPECT_EQ(ReadLeasesHeld(), leases_before);
   EXPECT_EQ(cache.FindSummary(env_, dir_), nullptr);
   // A read that was running keeps nothing; one begun since is kept.
+  const double cleared = NotKept("cleared");
   cache.InsertSummary(env_, dir_, summary, began);
   EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(NotKept("cleared"), cleared + 1);
   absl::SleepFor(absl::Milliseconds(1));
   cache.InsertSummary(env_, dir_, Summary(), absl::Now());
   EXPECT_EQ(cache.size(), 1u);
@@ -326,9 +341,12 @@ TEST_F(ArtifactCacheWriterTest, AFileMappedForWritingIsNotCached) {
   std::shared_ptr<const Artifact> artifact = Open();
   EXPECT_TRUE(summary->may_change_unseen);
   EXPECT_TRUE(artifact->may_change_unseen());
+  const double changing = NotKept("changing");
   cache_.InsertSummary(env_, dir_, summary, ReadLater());
   cache_.InsertArtifact(env_, artifact, ReadLater());
   EXPECT_EQ(cache_.size(), 0u);
+  // What an operator sees when the hit rate drops (docs/metrics.md).
+  EXPECT_EQ(NotKept("changing"), changing + 2);
   EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
   // Once it is gone, reads are kept again.
   mapping.Unmap();
