@@ -24,10 +24,27 @@
 
 namespace rbln::testing {
 
-TempDir::TempDir() {
+namespace {
+
+// Where TempDir makes its directories: $TMPDIR, else /tmp, but /var/tmp where
+// /tmp is a tmpfs (Debian 13's default): nothing read from a tmpfs is cached
+// (docs/security.md, "Known limits"), and the tests of the read cache expect
+// their reads to be kept.
+std::string TempBase() {
   const char* base = getenv("TMPDIR");
-  std::string templ = absl::StrCat(
-      base != nullptr && *base != '\0' ? base : "/tmp", "/rbln-test-XXXXXX");
+  if (base != nullptr && *base != '\0') return base;
+  struct statfs fs;
+  if (statfs("/tmp", &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
+      access("/var/tmp", W_OK | X_OK) == 0) {
+    return "/var/tmp";
+  }
+  return "/tmp";
+}
+
+}  // namespace
+
+TempDir::TempDir() {
+  std::string templ = absl::StrCat(TempBase(), "/rbln-test-XXXXXX");
   std::vector<char> buf(templ.begin(), templ.end());
   buf.push_back('\0');
   if (mkdtemp(buf.data()) == nullptr) {

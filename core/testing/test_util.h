@@ -15,8 +15,9 @@
 
 namespace rbln::testing {
 
-// A fresh directory under $TMPDIR (default /tmp), removed with everything in
-// it on destruction.
+// A fresh directory under $TMPDIR (default /tmp; /var/tmp where /tmp is a
+// tmpfs, from which nothing is cached), removed with everything in it on
+// destruction.
 class TempDir {
  public:
   TempDir();
