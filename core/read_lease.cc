@@ -234,6 +234,17 @@ class LeaseThread {
   absl::flat_hash_map<int, ReadLease::State*> by_fd_ ABSL_GUARDED_BY(mu_);
 };
 
+// Readies `fd` for a lease: on a local file system (see the header), with a
+// break signalled to `thread` (set before the lease, so that one that comes
+// at once goes to the lease thread too).
+bool ReadyForLease(int fd, const LeaseThread& thread) {
+  struct statfs fs;
+  struct f_owner_ex owner = {F_OWNER_TID, thread.tid()};
+  return fstatfs(fd, &fs) == 0 && IsLocalFileSystem(fs) &&
+         fcntl(fd, F_SETSIG, ReadLeaseSignal()) == 0 &&
+         fcntl(fd, F_SETOWN_EX, &owner) == 0;
+}
+
 }  // namespace
 
 int ReadLeaseSignal() { return SIGRTMIN + 4; }
@@ -246,8 +257,6 @@ void BlockReadLeaseSignals() {
 }
 
 int ReadLeasesHeld() { return leases_held.load(); }
-
-bool ReadLeasesEnabled() { return leases_enabled.load(); }
 
 std::unique_ptr<ReadLease> ReadLease::Take(int dir_fd, const std::string& name,
                                            uint64_t device, uint64_t inode,
@@ -272,19 +281,13 @@ std::unique_ptr<ReadLease> ReadLease::Take(int dir_fd, const std::string& name,
       openat(dir_fd, name.c_str(),
              O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC));
   struct stat st;
-  struct statfs fs;
-  // Where a break is to be signalled, set before the lease so that one
-  // that comes at once goes to the lease thread too.
-  struct f_owner_ex owner = {F_OWNER_TID, thread->tid()};
   // EWOULDBLOCK: another process holds a write lease on it.
   if (fd.get() < 0 && errno == EWOULDBLOCK && written != nullptr) {
     *written = true;
   }
   if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
       st.st_dev != device || st.st_ino != inode ||
-      fstatfs(fd.get(), &fs) != 0 || !IsLocalFileSystem(fs) ||
-      fcntl(fd.get(), F_SETSIG, ReadLeaseSignal()) != 0 ||
-      fcntl(fd.get(), F_SETOWN_EX, &owner) != 0) {
+      !ReadyForLease(fd.get(), *thread)) {
     uncount();
     return nullptr;
   }
@@ -322,13 +325,7 @@ bool ReadLease::WrittenElsewhere(int fd) {
   if (thread == nullptr) return false;
   // A break while it is held is signalled to the lease thread, which finds
   // no lease of this descriptor and lets it be.
-  struct f_owner_ex owner = {F_OWNER_TID, thread->tid()};
-  struct statfs fs;
-  if (fstatfs(fd, &fs) != 0 || !IsLocalFileSystem(fs) ||
-      fcntl(fd, F_SETSIG, ReadLeaseSignal()) != 0 ||
-      fcntl(fd, F_SETOWN_EX, &owner) != 0) {
-    return false;
-  }
+  if (!ReadyForLease(fd, *thread)) return false;
   if (fcntl(fd, F_SETLEASE, F_RDLCK) != 0) return errno == EAGAIN;
   fcntl(fd, F_SETLEASE, F_UNLCK);
   return false;

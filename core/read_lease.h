@@ -70,9 +70,6 @@ void BlockReadLeaseSignals();
 // Leases held now by this process.
 int ReadLeasesHeld();
 
-// Whether leases are on (SetReadLeasesEnabled).
-bool ReadLeasesEnabled();
-
 class ReadLease {
  public:
   // A lease on `name` (one component) in the directory open as `dir_fd`,
