@@ -1,25 +1,45 @@
 // rbln-bench-load: a closed-loop load generator for bench/run (docs/
 // performance.md, row 5). It keeps --in-flight unary calls of one method
-// outstanding on one channel for --seconds, and prints one JSON object: calls,
-// errors, calls per second, and the p50 and p99 latency in microseconds.
+// outstanding on one channel for --seconds, and prints one JSON object: for
+// each method, its calls, errors, calls per second, and the p50 and p99
+// latency in microseconds, in all and slice by slice.
 //
-// GetKvcacheNumBlocks and DescribeArtifact go through the generated stub;
-// grpc.health.v1.Health/Check, the baseline, through a generic stub with an
-// empty HealthCheckRequest (Debian ships no health.proto). Both use gRPC's
-// callback API, so the client's own cost is the same for every method.
+// Given several methods (--method get,health) it runs them in turn on the
+// same channel, a slice of --seconds each, --rounds times over, and then the
+// first method once more, so that every slice of the others lies between
+// two of the first: a virtual machine's speed drifts from one second to the
+// next, and bench/run takes each slice's ratio against the two around it.
+// Each slice waits for its last call before the next begins. With --cpu-of
+// PID, each slice also reports that process's CPU time per call (its
+// threads' time on a CPU, from /proc/PID/task/*/schedstat).
+//
+// Every method goes through its generated stub: GetKvcacheNumBlocks and
+// DescribeArtifact through the daemon's, grpc.health.v1.Health/Check, the
+// baseline, through one generated from bench/proto/grpc/health/v1/
+// health.proto (Debian ships no health.proto). All use gRPC's callback API,
+// so the client's own cost is the same for every method but for the bytes
+// of its request and reply.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "grpcpp/generic/generic_stub.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "rapidjson/stringbuffer.h"
 #include "rapidjson/writer.h"
@@ -30,8 +50,6 @@ namespace {
 
 namespace v1 = ::rbln::artifact::v1;
 using Clock = std::chrono::steady_clock;
-
-constexpr char kHealthCheck[] = "/grpc.health.v1.Health/Check";
 
 // One outstanding call at a time; Start issues the next call when the one
 // before has completed, so a slot's members are never touched concurrently.
@@ -65,7 +83,7 @@ class Slot {
     });
   }
 
-  const std::vector<int64_t>& latencies_us() const { return latencies_us_; }
+  std::vector<int64_t> TakeLatencies() { return std::move(latencies_us_); }
   uint64_t errors() const { return errors_; }
   const std::string& last_error() const { return last_error_; }
 
@@ -87,76 +105,92 @@ int64_t Percentile(const std::vector<int64_t>& sorted, double fraction) {
   return sorted[index];
 }
 
-int Run(int argc, char** argv) {
-  CLI::App app{
-      "Closed-loop gRPC load on rbln-artifactd for bench/run; prints JSON"};
-  std::string target;
-  std::string method = "get";
-  std::string artifact;
-  int in_flight = 1;
-  double seconds = 5;
-  app.add_option("--target", target, "unix:PATH or HOST:PORT")->required();
-  app.add_option("--method", method, "get, describe or health")
-      ->check(CLI::IsMember({"get", "describe", "health"}));
-  app.add_option("--artifact", artifact, "Artifact name (get, describe)");
-  app.add_option("--in-flight", in_flight, "Calls outstanding at once")
-      ->check(CLI::Range(1, 4096));
-  app.add_option("--seconds", seconds, "How long to keep calling")
-      ->check(CLI::Range(0.1, 3600.0));
-  CLI11_PARSE(app, argc, argv);
-  if (method != "health" && artifact.empty()) {
-    std::fprintf(stderr, "rbln-bench-load: --method %s needs --artifact NAME\n",
-                 method.c_str());
-    return 2;
+// The CPU time of process `pid`'s threads so far, in seconds: the first
+// field of each /proc/PID/task/TID/schedstat (nanoseconds; a thread that
+// ends meanwhile is left out); where the kernel keeps no schedstat, utime +
+// stime of /proc/PID/stat (clock ticks, 10 ms).
+double CpuSeconds(int pid) {
+  namespace fs = std::filesystem;
+  const fs::path proc = fs::path("/proc") / std::to_string(pid);
+  if (!fs::exists(proc / "schedstat")) {
+    std::ifstream stat(proc / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)),
+                     std::istreambuf_iterator<char>());
+    // After the command's closing parenthesis: state is field 3, utime and
+    // stime are fields 14 and 15 (proc(5)).
+    std::istringstream fields(text.substr(text.rfind(')') + 1));
+    std::string field;
+    uint64_t ticks = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {
+      if (i >= 14) ticks += std::stoull(field);
+    }
+    return static_cast<double>(ticks) / sysconf(_SC_CLK_TCK);
+  }
+  uint64_t total_ns = 0;
+  std::error_code error;
+  for (fs::directory_iterator it(proc / "task", error), end;
+       !error && it != end; it.increment(error)) {
+    std::ifstream schedstat(it->path() / "schedstat");
+    uint64_t ns = 0;
+    if (schedstat >> ns) total_ns += ns;
+  }
+  return total_ns / 1e9;
+}
+
+// What one slice (or all slices of a method) measured.
+struct Tally {
+  std::vector<int64_t> latencies_us;
+  uint64_t errors = 0;
+  double seconds = 0;
+  double cpu_seconds = -1;  // without --cpu-of
+  std::string last_error;
+
+  // Adds `other`'s calls; Sort() before Write().
+  void Add(const Tally& other) {
+    latencies_us.insert(latencies_us.end(), other.latencies_us.begin(),
+                        other.latencies_us.end());
+    errors += other.errors;
+    seconds += other.seconds;
+    if (other.cpu_seconds >= 0) {
+      cpu_seconds = std::max(0.0, cpu_seconds) + other.cpu_seconds;
+    }
+    if (!other.last_error.empty()) last_error = other.last_error;
   }
 
-  auto channel =
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
-                                 std::chrono::seconds(10))) {
-    std::fprintf(stderr,
-                 "rbln-bench-load: cannot connect to %s within 10 s; is "
-                 "rbln-artifactd listening there?\n",
-                 target.c_str());
-    return 1;
-  }
-  auto stub = v1::ArtifactService::NewStub(channel);
-  grpc::GenericStub generic(channel);
-  v1::GetKvcacheNumBlocksRequest get_request;
-  get_request.set_artifact(artifact);
-  v1::DescribeArtifactRequest describe_request;
-  describe_request.set_artifact(artifact);
-  // HealthCheckRequest{}: no bytes, but a message (one empty slice).
-  grpc::Slice no_bytes{std::string()};
-  const grpc::ByteBuffer health_request(&no_bytes, 1);
+  void Sort() { std::sort(latencies_us.begin(), latencies_us.end()); }
 
-  Slot::Issue issue;
-  if (method == "get") {
-    issue = [&](grpc::ClientContext* context, auto done) {
-      auto reply = std::make_shared<v1::GetKvcacheNumBlocksResponse>();
-      stub->async()->GetKvcacheNumBlocks(
-          context, &get_request, reply.get(),
-          [reply, done](grpc::Status status) { done(status); });
-    };
-  } else if (method == "describe") {
-    issue = [&](grpc::ClientContext* context, auto done) {
-      auto reply = std::make_shared<v1::DescribeArtifactResponse>();
-      stub->async()->DescribeArtifact(
-          context, &describe_request, reply.get(),
-          [reply, done](grpc::Status status) { done(status); });
-    };
-  } else {
-    issue = [&](grpc::ClientContext* context, auto done) {
-      auto reply = std::make_shared<grpc::ByteBuffer>();
-      generic.UnaryCall(context, kHealthCheck, grpc::StubOptions(),
-                        &health_request, reply.get(),
-                        [reply, done](grpc::Status status) { done(status); });
-    };
+  void Write(rapidjson::Writer<rapidjson::StringBuffer>& json) const {
+    const size_t calls = latencies_us.size();
+    json.Key("calls");
+    json.Uint64(calls);
+    json.Key("errors");
+    json.Uint64(errors);
+    json.Key("seconds");
+    json.Double(seconds);
+    json.Key("per_second");
+    json.Double(seconds > 0 ? calls / seconds : 0);
+    json.Key("p50_us");
+    json.Int64(Percentile(latencies_us, 0.50));
+    json.Key("p99_us");
+    json.Int64(Percentile(latencies_us, 0.99));
+    if (cpu_seconds >= 0) {
+      json.Key("daemon_cpu_us_per_call");
+      json.Double(cpu_seconds * 1e6 / std::max<size_t>(1, calls));
+    }
   }
+};
 
+// Keeps `in_flight` calls of `issue` outstanding until `seconds` have
+// passed, then waits for the last to complete. The slots go to `done` and
+// are destroyed when the next slice begins: the last callback may still be
+// returning into gRPC when this returns.
+Tally RunSlice(const Slot::Issue& issue, int in_flight, double seconds,
+               int cpu_of, std::vector<std::unique_ptr<Slot>>* done) {
+  done->clear();
   std::mutex mutex;
   std::condition_variable finished;
   int running = in_flight;
+  const double cpu_before = cpu_of > 0 ? CpuSeconds(cpu_of) : 0;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(seconds));
@@ -172,38 +206,149 @@ int Run(int argc, char** argv) {
     std::unique_lock<std::mutex> lock(mutex);
     finished.wait(lock, [&] { return running == 0; });
   }
-  const double elapsed =
-      std::chrono::duration<double>(Clock::now() - start).count();
-
-  std::vector<int64_t> latencies;
-  uint64_t errors = 0;
-  std::string last_error;
-  for (const auto& slot : slots) {
-    latencies.insert(latencies.end(), slot->latencies_us().begin(),
-                     slot->latencies_us().end());
-    errors += slot->errors();
-    if (!slot->last_error().empty()) last_error = slot->last_error();
+  Tally tally;
+  tally.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (cpu_of > 0) tally.cpu_seconds = CpuSeconds(cpu_of) - cpu_before;
+  for (auto& slot : slots) {
+    std::vector<int64_t> latencies = slot->TakeLatencies();
+    tally.latencies_us.insert(tally.latencies_us.end(), latencies.begin(),
+                              latencies.end());
+    tally.errors += slot->errors();
+    if (!slot->last_error().empty()) tally.last_error = slot->last_error();
+    done->push_back(std::move(slot));
   }
-  std::sort(latencies.begin(), latencies.end());
+  tally.Sort();
+  return tally;
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{
+      "Closed-loop gRPC load on rbln-artifactd for bench/run; prints JSON"};
+  std::string target;
+  std::vector<std::string> methods = {"get"};
+  std::string artifact;
+  int in_flight = 1;
+  double seconds = 5;
+  int rounds = 1;
+  int cpu_of = 0;
+  app.add_option("--target", target, "unix:PATH or HOST:PORT")->required();
+  app.add_option("--method", methods,
+                 "get, describe or health; several, comma-separated, run in "
+                 "turn")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"get", "describe", "health"}));
+  app.add_option("--artifact", artifact, "Artifact name (get, describe)");
+  app.add_option("--in-flight", in_flight, "Calls outstanding at once")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--seconds", seconds,
+                 "How long to keep calling (each slice, with several methods)")
+      ->check(CLI::Range(0.01, 3600.0));
+  app.add_option("--rounds", rounds,
+                 "How many times to run the methods in turn (then the first "
+                 "once more, when there are several)")
+      ->check(CLI::Range(1, 100000));
+  app.add_option("--cpu-of", cpu_of,
+                 "A process (the daemon) whose CPU time per call to report")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  for (const std::string& method : methods) {
+    if (method != "health" && artifact.empty()) {
+      std::fprintf(stderr,
+                   "rbln-bench-load: --method %s needs --artifact NAME\n",
+                   method.c_str());
+      return 2;
+    }
+  }
+
+  auto channel =
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                 std::chrono::seconds(10))) {
+    std::fprintf(stderr,
+                 "rbln-bench-load: cannot connect to %s within 10 s; is "
+                 "rbln-artifactd listening there?\n",
+                 target.c_str());
+    return 1;
+  }
+  auto stub = v1::ArtifactService::NewStub(channel);
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  v1::GetKvcacheNumBlocksRequest get_request;
+  get_request.set_artifact(artifact);
+  v1::DescribeArtifactRequest describe_request;
+  describe_request.set_artifact(artifact);
+  // The whole server's health: an empty service name.
+  const grpc::health::v1::HealthCheckRequest health_request;
+
+  const auto issue_of = [&](const std::string& method) -> Slot::Issue {
+    if (method == "get") {
+      return [&](grpc::ClientContext* context, auto done) {
+        auto reply = std::make_shared<v1::GetKvcacheNumBlocksResponse>();
+        stub->async()->GetKvcacheNumBlocks(
+            context, &get_request, reply.get(),
+            [reply, done](grpc::Status status) { done(status); });
+      };
+    }
+    if (method == "describe") {
+      return [&](grpc::ClientContext* context, auto done) {
+        auto reply = std::make_shared<v1::DescribeArtifactResponse>();
+        stub->async()->DescribeArtifact(
+            context, &describe_request, reply.get(),
+            [reply, done](grpc::Status status) { done(status); });
+      };
+    }
+    return [&](grpc::ClientContext* context, auto done) {
+      auto reply = std::make_shared<grpc::health::v1::HealthCheckResponse>();
+      health->async()->Check(
+          context, &health_request, reply.get(),
+          [reply, done](grpc::Status status) { done(status); });
+    };
+  };
+
+  std::vector<std::string> order;
+  for (int round = 0; round < rounds; ++round) {
+    order.insert(order.end(), methods.begin(), methods.end());
+  }
+  if (methods.size() > 1) order.push_back(methods.front());
+  std::vector<std::pair<std::string, Tally>> slices;
+  std::map<std::string, Tally> totals;
+  std::vector<std::unique_ptr<Slot>> done;
+  for (const std::string& method : order) {
+    Tally slice = RunSlice(issue_of(method), in_flight, seconds, cpu_of, &done);
+    totals[method].Add(slice);
+    slices.emplace_back(method, std::move(slice));
+  }
+  for (auto& [method, total] : totals) total.Sort();
+
   rapidjson::StringBuffer out;
   rapidjson::Writer<rapidjson::StringBuffer> json(out);
+  uint64_t errors = 0;
+  std::string last_error;
   json.StartObject();
-  json.Key("method");
-  json.String(method.c_str());
   json.Key("in_flight");
   json.Int(in_flight);
-  json.Key("calls");
-  json.Uint64(latencies.size());
+  json.Key("methods");
+  json.StartObject();
+  for (const auto& [method, total] : totals) {
+    json.Key(method.c_str());
+    json.StartObject();
+    total.Write(json);
+    json.EndObject();
+    errors += total.errors;
+    if (!total.last_error.empty()) last_error = total.last_error;
+  }
+  json.EndObject();
+  json.Key("slices");
+  json.StartArray();
+  for (const auto& [method, slice] : slices) {
+    json.StartObject();
+    json.Key("method");
+    json.String(method.c_str());
+    slice.Write(json);
+    json.EndObject();
+  }
+  json.EndArray();
   json.Key("errors");
   json.Uint64(errors);
-  json.Key("seconds");
-  json.Double(elapsed);
-  json.Key("per_second");
-  json.Double(latencies.size() / elapsed);
-  json.Key("p50_us");
-  json.Int64(Percentile(latencies, 0.50));
-  json.Key("p99_us");
-  json.Int64(Percentile(latencies, 0.99));
   json.Key("last_error");
   json.String(last_error.substr(0, 200).c_str());
   json.EndObject();
