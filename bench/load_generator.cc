@@ -9,7 +9,9 @@
 // first method once more, so that every slice of the others lies between
 // two of the first: a virtual machine's speed drifts from one second to the
 // next, and bench/run takes each slice's ratio against the two around it.
-// Each slice waits for its last call before the next begins. With --cpu-of
+// Each slice waits for its last call before the next begins. With
+// --warmup-rounds, as many rounds run first on the same channel and are not
+// counted. With --cpu-of
 // PID, each slice also reports that process's CPU time per call (its
 // threads' time on a CPU, from /proc/PID/task/*/schedstat).
 //
@@ -63,6 +65,9 @@ class Slot {
 
   void Start() {
     context_ = std::make_unique<grpc::ClientContext>();
+    // A daemon that stops answering fails the run instead of hanging it.
+    context_->set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::seconds(30));
     started_ = Clock::now();
     issue_(context_.get(), [this](grpc::Status status) {
       const auto now = Clock::now();
@@ -105,17 +110,21 @@ int64_t Percentile(const std::vector<int64_t>& sorted, double fraction) {
   return sorted[index];
 }
 
-// The CPU time of process `pid`'s threads so far, in seconds: the first
-// field of each /proc/PID/task/TID/schedstat (nanoseconds; a thread that
-// ends meanwhile is left out); where the kernel keeps no schedstat, utime +
-// stime of /proc/PID/stat (clock ticks, 10 ms).
-double CpuSeconds(int pid) {
+// The CPU time of process `pid`'s threads so far, in nanoseconds, by
+// thread: the first field of each /proc/PID/task/TID/schedstat. Where the
+// kernel keeps no schedstat, one entry (0) for the whole process: utime +
+// stime of /proc/PID/stat, in clock ticks (10 ms).
+using CpuTimes = std::map<std::string, uint64_t>;
+
+CpuTimes CpuByThread(int pid) {
   namespace fs = std::filesystem;
   const fs::path proc = fs::path("/proc") / std::to_string(pid);
+  CpuTimes times;
   if (!fs::exists(proc / "schedstat")) {
     std::ifstream stat(proc / "stat");
     std::string text((std::istreambuf_iterator<char>(stat)),
                      std::istreambuf_iterator<char>());
+    if (text.find(')') == std::string::npos) return times;  // no such process
     // After the command's closing parenthesis: state is field 3, utime and
     // stime are fields 14 and 15 (proc(5)).
     std::istringstream fields(text.substr(text.rfind(')') + 1));
@@ -124,17 +133,30 @@ double CpuSeconds(int pid) {
     for (int i = 3; i <= 15 && fields >> field; ++i) {
       if (i >= 14) ticks += std::stoull(field);
     }
-    return static_cast<double>(ticks) / sysconf(_SC_CLK_TCK);
+    times["0"] = ticks * 1000000000 / sysconf(_SC_CLK_TCK);
+    return times;
   }
-  uint64_t total_ns = 0;
   std::error_code error;
   for (fs::directory_iterator it(proc / "task", error), end;
        !error && it != end; it.increment(error)) {
     std::ifstream schedstat(it->path() / "schedstat");
     uint64_t ns = 0;
-    if (schedstat >> ns) total_ns += ns;
+    if (schedstat >> ns) times[it->path().filename()] = ns;
   }
-  return total_ns / 1e9;
+  return times;
+}
+
+// The CPU time the threads spent between two readings, in seconds: a
+// thread that began meanwhile counts whole, one that ended meanwhile not at
+// all (its time is gone with it), so the sum never goes negative.
+double CpuSecondsBetween(const CpuTimes& before, const CpuTimes& after) {
+  uint64_t ns = 0;
+  for (const auto& [thread, now] : after) {
+    const auto then = before.find(thread);
+    const uint64_t base = then == before.end() ? 0 : then->second;
+    if (now > base) ns += now - base;
+  }
+  return ns / 1e9;
 }
 
 // What one slice (or all slices of a method) measured.
@@ -182,15 +204,17 @@ struct Tally {
 
 // Keeps `in_flight` calls of `issue` outstanding until `seconds` have
 // passed, then waits for the last to complete. The slots go to `done` and
-// are destroyed when the next slice begins: the last callback may still be
-// returning into gRPC when this returns.
+// are destroyed when the next slice begins, not here: a slot's last
+// callback may still be returning on a gRPC thread (it touches nothing of
+// the slot after done_(), and gRPC keeps its own reference to the call, so
+// this is only a margin).
 Tally RunSlice(const Slot::Issue& issue, int in_flight, double seconds,
                int cpu_of, std::vector<std::unique_ptr<Slot>>* done) {
   done->clear();
   std::mutex mutex;
   std::condition_variable finished;
   int running = in_flight;
-  const double cpu_before = cpu_of > 0 ? CpuSeconds(cpu_of) : 0;
+  const CpuTimes cpu_before = cpu_of > 0 ? CpuByThread(cpu_of) : CpuTimes();
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(seconds));
@@ -208,7 +232,9 @@ Tally RunSlice(const Slot::Issue& issue, int in_flight, double seconds,
   }
   Tally tally;
   tally.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  if (cpu_of > 0) tally.cpu_seconds = CpuSeconds(cpu_of) - cpu_before;
+  if (cpu_of > 0) {
+    tally.cpu_seconds = CpuSecondsBetween(cpu_before, CpuByThread(cpu_of));
+  }
   for (auto& slot : slots) {
     std::vector<int64_t> latencies = slot->TakeLatencies();
     tally.latencies_us.insert(tally.latencies_us.end(), latencies.begin(),
@@ -230,6 +256,7 @@ int Run(int argc, char** argv) {
   int in_flight = 1;
   double seconds = 5;
   int rounds = 1;
+  int warmup_rounds = 0;
   int cpu_of = 0;
   app.add_option("--target", target, "unix:PATH or HOST:PORT")->required();
   app.add_option("--method", methods,
@@ -247,10 +274,32 @@ int Run(int argc, char** argv) {
                  "How many times to run the methods in turn (then the first "
                  "once more, when there are several)")
       ->check(CLI::Range(1, 100000));
+  app.add_option("--warmup-rounds", warmup_rounds,
+                 "Rounds run first on the same channel and not counted (the "
+                 "connection's first calls, the daemon's first reads)")
+      ->check(CLI::Range(0, 100000));
   app.add_option("--cpu-of", cpu_of,
                  "A process (the daemon) whose CPU time per call to report")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
+  for (size_t i = 0; i < methods.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (methods[i] == methods[j]) {
+        std::fprintf(stderr,
+                     "rbln-bench-load: --method names %s twice; name each "
+                     "method once\n",
+                     methods[i].c_str());
+        return 2;
+      }
+    }
+  }
+  if (cpu_of > 0 && CpuByThread(cpu_of).empty()) {
+    std::fprintf(stderr,
+                 "rbln-bench-load: --cpu-of %d: no such process, or its "
+                 "/proc entry cannot be read\n",
+                 cpu_of);
+    return 2;
+  }
   for (const std::string& method : methods) {
     if (method != "health" && artifact.empty()) {
       std::fprintf(stderr,
@@ -304,15 +353,24 @@ int Run(int argc, char** argv) {
     };
   };
 
-  std::vector<std::string> order;
-  for (int round = 0; round < rounds; ++round) {
-    order.insert(order.end(), methods.begin(), methods.end());
+  // Each method in turn, `rounds` times over, then the first once more.
+  const auto order_of = [&](int times) {
+    std::vector<std::string> order;
+    for (int round = 0; round < times; ++round) {
+      order.insert(order.end(), methods.begin(), methods.end());
+    }
+    if (methods.size() > 1) order.push_back(methods.front());
+    return order;
+  };
+  std::vector<std::unique_ptr<Slot>> done;
+  if (warmup_rounds > 0) {
+    for (const std::string& method : order_of(warmup_rounds)) {
+      RunSlice(issue_of(method), in_flight, seconds, 0, &done);
+    }
   }
-  if (methods.size() > 1) order.push_back(methods.front());
   std::vector<std::pair<std::string, Tally>> slices;
   std::map<std::string, Tally> totals;
-  std::vector<std::unique_ptr<Slot>> done;
-  for (const std::string& method : order) {
+  for (const std::string& method : order_of(rounds)) {
     Tally slice = RunSlice(issue_of(method), in_flight, seconds, cpu_of, &done);
     totals[method].Add(slice);
     slices.emplace_back(method, std::move(slice));
