@@ -577,12 +577,13 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
 grpc::ServerUnaryReactor* ArtifactServiceImpl::DescribeArtifact(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* reply) {
-  // Kept by the read, which may wait for a reader thread.
-  auto req = std::make_shared<v1::DescribeArtifactRequest>();
-  grpc::ByteBuffer bytes(*request);  // the slices' references: no copy
-  if (!grpc::SerializationTraits<v1::DescribeArtifactRequest>::Deserialize(
-           &bytes, req.get())
-           .ok()) {
+  // Parsed from the request's one slice where it is one (a request of a
+  // few bytes always is), without the stream gRPC's generic parse sets up.
+  v1::DescribeArtifactRequest req;
+  grpc::Slice bytes;
+  if (!(request->TrySingleSlice(&bytes).ok() ||
+        request->DumpToSingleSlice(&bytes).ok()) ||
+      !req.ParseFromArray(bytes.begin(), static_cast<int>(bytes.size()))) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(Refuse(
         context, "DescribeArtifact", "",
@@ -592,9 +593,11 @@ grpc::ServerUnaryReactor* ArtifactServiceImpl::DescribeArtifact(
             "generated from proto/rbln/artifact/v1/artifact_service.proto")));
     return reactor;
   }
-  return ServeRead(context, "DescribeArtifact", req->artifact(),
-                   [this, context, req, reply](ReadMode mode) {
-                     return Describe(context, *req, reply, mode);
+  const std::string artifact = req.artifact();
+  // The handler keeps the request: the read may wait for a reader thread.
+  return ServeRead(context, "DescribeArtifact", artifact,
+                   [this, context, req = std::move(req), reply](ReadMode mode) {
+                     return Describe(context, req, reply, mode);
                    });
 }
 

@@ -22,9 +22,11 @@ constexpr size_t kMaxLogMessageBytes = 32 * 1024;
 
 std::atomic<LogFormat> g_format{LogFormat::kText};
 
-// The fields of the LogEvent being written on this thread, for the JSON
-// formatter (which spdlog calls on the logging thread: see the header).
-thread_local const absl::Span<const LogField>* t_fields = nullptr;
+// The source file a LogEvent names in JSON, so that the formatter knows its
+// message for the object's members after "time" and "level", written
+// already ("message" and the fields; see LogEvent): a sink may format a
+// line on another thread, later (server/log_sink.h).
+constexpr char kJsonMembersSource[] = "rbln-json-members";
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
@@ -67,13 +69,19 @@ class JsonFormatter : public spdlog::formatter {
     const spdlog::string_view_t level =
         spdlog::level::to_string_view(msg.level);
     WriteString(writer, absl::string_view(level.data(), level.size()));
-    WriteString(writer, "message");
-    WriteString(writer, WireText(absl::string_view(msg.payload.data(),
-                                                   msg.payload.size()),
-                                 kMaxLogMessageBytes));
-    if (t_fields != nullptr) {
-      for (const LogField& field : *t_fields) WriteField(writer, field);
+    const absl::string_view payload(msg.payload.data(), msg.payload.size());
+    if (msg.source.filename == kJsonMembersSource) {
+      // The object so far, without its closing brace, then the members.
+      writer.EndObject();
+      dest.append(buffer.GetString(),
+                  buffer.GetString() + buffer.GetSize() - 1);
+      dest.push_back(',');
+      dest.append(payload.data(), payload.data() + payload.size());
+      dest.append(absl::string_view("}\n"));
+      return;
     }
+    WriteString(writer, "message");
+    WriteString(writer, WireText(payload, kMaxLogMessageBytes));
     writer.EndObject();
     dest.append(buffer.GetString(), buffer.GetString() + buffer.GetSize());
     dest.push_back('\n');
@@ -198,14 +206,23 @@ void LogEvent(spdlog::level::level_enum level,
   line.clear();
   if (g_format.load() == LogFormat::kText) {
     AppendLogfmt(fields, &line);
-  } else {
-    for (absl::string_view piece : message) {
-      line.append(piece.data(), piece.size());
-    }
-    t_fields = &fields;
+    logger->log(level, spdlog::string_view_t(line.data(), line.size()));
+    return;
   }
-  logger->log(level, spdlog::string_view_t(line.data(), line.size()));
-  t_fields = nullptr;
+  // The members "message" and the fields, without the braces around them.
+  for (absl::string_view piece : message) {
+    line.append(piece.data(), piece.size());
+  }
+  rapidjson::StringBuffer buffer;
+  JsonWriter writer(buffer);
+  writer.StartObject();
+  WriteString(writer, "message");
+  WriteString(writer, WireText(line, kMaxLogMessageBytes));
+  for (const LogField& field : fields) WriteField(writer, field);
+  writer.EndObject();
+  const absl::string_view members(buffer.GetString() + 1, buffer.GetSize() - 2);
+  logger->log(spdlog::source_loc{kJsonMembersSource, 0, nullptr}, level,
+              spdlog::string_view_t(members.data(), members.size()));
 }
 
 }  // namespace rbln

@@ -12,9 +12,8 @@
 // WireText makes replies).
 //
 // Thread-safe once SetLogFormat has run; call SetLogFormat before any other
-// thread logs. The JSON fields of a LogEvent reach the formatter through the
-// logging thread, so the logger must be synchronous (spdlog's *_mt loggers
-// are; Debian 12's spdlog 1.10 has no mapped diagnostic context for this).
+// thread logs. A LogEvent's line carries its fields, rendered, in its
+// message: a sink may format it on another thread (server/log_sink.h).
 #ifndef RBLN_SERVER_LOG_FORMAT_H_
 #define RBLN_SERVER_LOG_FORMAT_H_
 

@@ -3,6 +3,9 @@
 // busy daemon makes one write(2) for the lines of many requests instead of
 // one each (docs/performance.md, row 5: on a virtual machine a system call
 // costs microseconds, and a cached Get makes only a few besides gRPC's).
+// A line is formatted (spdlog's pattern: time, level, message) when it is
+// written, not when it is logged: a request's thread only copies its
+// message, and the background thread formats a batch at a time.
 //
 // When a line is written:
 //   * a line at `write_through` (warn) or above, and every line before it,
@@ -13,14 +16,16 @@
 //   * any other line by a background thread, within `linger` after it was
 //     logged (later while an earlier batch is still being written, or on a
 //     machine too busy to run the thread), together with the lines logged
-//     in the meantime; at once when `max_batch_bytes` are waiting;
+//     in the meantime; at once when `max_batch_bytes` of messages wait;
 //   * what is left when the sink is destroyed.
-// Lines are written whole and in the order they were logged. A process that
-// is killed (SIGKILL, a crash) loses the lines below `write_through` that
-// were still waiting: at most about the last `linger` of them.
+// Lines are written whole and in the order they were logged, each in the
+// pattern that was set when it was logged. A process that is killed
+// (SIGKILL, a crash) loses the lines below `write_through` that were still
+// waiting: at most about the last `linger` of them.
 //
-// A failed write is dropped, as spdlog's own stderr sinks do: logging never
-// stops the daemon. Thread-safe.
+// A formatter must format from the message alone (spdlog's do): it may run
+// on another thread, later. A failed write is dropped, as spdlog's own
+// stderr sinks do: logging never stops the daemon. Thread-safe.
 #ifndef RBLN_SERVER_LOG_SINK_H_
 #define RBLN_SERVER_LOG_SINK_H_
 
@@ -48,7 +53,9 @@ class BatchingLogSink final : public spdlog::sinks::sink {
     // docs/performance.md). Zero: every line is written before log()
     // returns.
     absl::Duration linger = absl::Milliseconds(10);
-    // Written at once beyond this: a write of a few pipe buffers.
+    // Written at once when the waiting lines take this much memory (their
+    // messages, and a few dozen bytes each besides): a write of a few pipe
+    // buffers.
     size_t max_batch_bytes = size_t{64} << 10;
     spdlog::level::level_enum write_through = spdlog::level::warn;
   };
@@ -66,15 +73,25 @@ class BatchingLogSink final : public spdlog::sinks::sink {
   void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override;
 
  private:
-  // Takes what is waiting and writes it; writers_ keeps batches in order.
+  // Formats what is waiting and writes it, with what an earlier pattern
+  // formatted; writers_ keeps batches in order.
   void WriteWaiting() ABSL_LOCKS_EXCLUDED(mu_, writers_);
+  // Appends the waiting lines to formatted_, in formatter_'s pattern.
+  void FormatWaiting() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writers_)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Run();
 
   const Options options_;
   absl::Mutex writers_ ABSL_ACQUIRED_BEFORE(mu_);
-  std::string writing_ ABSL_GUARDED_BY(writers_);
+  // spdlog's formatters keep state (the cached time): one at a time.
+  std::unique_ptr<spdlog::formatter> formatter_ ABSL_GUARDED_BY(writers_);
+  std::string formatted_ ABSL_GUARDED_BY(writers_);
+  // The lines being formatted; it trades places with waiting_, so that
+  // neither is allocated again.
+  std::string formatting_ ABSL_GUARDED_BY(writers_);
   absl::Mutex mu_;
-  std::unique_ptr<spdlog::formatter> formatter_ ABSL_GUARDED_BY(mu_);
+  // Logged lines, unformatted: each a Waiting (log_sink.cc) and its logger's
+  // name and message.
   std::string waiting_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Ends a linger early, at destruction; a lock of its own, so that loggers

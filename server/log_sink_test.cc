@@ -91,13 +91,24 @@ TEST(BatchingLogSinkTest, DestructionWritesWhatWaits) {
   EXPECT_THAT(file.Lines(), ElementsAre("info last words"));
 }
 
+// max_batch_bytes counts the waiting lines' memory: their messages and a
+// few dozen bytes each besides.
 TEST(BatchingLogSinkTest, AFullBatchIsWrittenAtOnce) {
   LogFile file;
-  Logged logged(file.fd(), /*max_batch_bytes=*/32);
-  logged.logger.info("0123456789");  // 16 bytes with "info " and newline
+  Logged logged(file.fd(), /*max_batch_bytes=*/1024);
+  const std::string text(100, 'x');
+  logged.logger.info("{}", text);
   EXPECT_THAT(file.Lines(), IsEmpty());
-  logged.logger.info("abcdefghij");
-  EXPECT_THAT(file.Lines(), ElementsAre("info 0123456789", "info abcdefghij"));
+  size_t lines = 1;
+  while (file.Lines().empty()) {
+    // Eleven messages of 100 bytes are more than 1 KiB by themselves.
+    ASSERT_LT(lines, 11u) << "a full batch was not written";
+    logged.logger.info("{}", text);
+    ++lines;
+  }
+  EXPECT_GT(lines, 1u);
+  // All at once, none left waiting.
+  EXPECT_EQ(file.Lines().size(), lines);
 }
 
 TEST(BatchingLogSinkTest, TheBackgroundThreadWritesAfterTheLinger) {
