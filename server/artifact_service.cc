@@ -578,11 +578,12 @@ grpc::ServerUnaryReactor* ArtifactServiceImpl::DescribeArtifact(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* reply) {
   // Parsed from the request's one slice where it is one (a request of a
-  // few bytes always is), without the stream gRPC's generic parse sets up.
-  v1::DescribeArtifactRequest req;
+  // few bytes usually is), without the stream gRPC's generic parse sets up.
   grpc::Slice bytes;
-  if (!(request->TrySingleSlice(&bytes).ok() ||
-        request->DumpToSingleSlice(&bytes).ok()) ||
+  const bool whole = request->TrySingleSlice(&bytes).ok() ||
+                     request->DumpToSingleSlice(&bytes).ok();
+  v1::DescribeArtifactRequest req;
+  if (!whole ||
       !req.ParseFromArray(bytes.begin(), static_cast<int>(bytes.size()))) {
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
     reactor->Finish(Refuse(

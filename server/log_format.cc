@@ -22,10 +22,10 @@ constexpr size_t kMaxLogMessageBytes = 32 * 1024;
 
 std::atomic<LogFormat> g_format{LogFormat::kText};
 
-// The source file a LogEvent names in JSON, so that the formatter knows its
-// message for the object's members after "time" and "level", written
-// already ("message" and the fields; see LogEvent): a sink may format a
-// line on another thread, later (server/log_sink.h).
+// Marks a LogEvent's line in JSON (as its source file): its message is the
+// object's members after "time" and "level", "message" and the fields,
+// rendered by LogEvent. The fields travel in the message because a sink
+// may format the line later, on another thread (server/log_sink.h).
 constexpr char kJsonMembersSource[] = "rbln-json-members";
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;

@@ -26,23 +26,23 @@ void WriteAll(int fd, const std::string& text) {
 
 // What a line keeps of its spdlog::details::log_msg until it is formatted,
 // followed in waiting_ by the logger's name and the message.
-struct Waiting {
+struct WaitingLine {
   spdlog::log_clock::time_point time;
   spdlog::level::level_enum level;
   size_t thread_id;
-  spdlog::source_loc source;  // its strings are literals
+  spdlog::source_loc source;  // its strings are static (see the header)
   size_t name_size;
   size_t payload_size;
 };
-static_assert(std::is_trivially_copyable_v<Waiting>);
+static_assert(std::is_trivially_copyable_v<WaitingLine>);
 
-void Append(const spdlog::details::log_msg& msg, std::string* out) {
-  const Waiting line = {msg.time,
-                        msg.level,
-                        msg.thread_id,
-                        msg.source,
-                        msg.logger_name.size(),
-                        msg.payload.size()};
+void AppendUnformatted(const spdlog::details::log_msg& msg, std::string* out) {
+  const WaitingLine line = {msg.time,
+                            msg.level,
+                            msg.thread_id,
+                            msg.source,
+                            msg.logger_name.size(),
+                            msg.payload.size()};
   out->append(reinterpret_cast<const char*>(&line), sizeof(line));
   out->append(msg.logger_name.data(), msg.logger_name.size());
   out->append(msg.payload.data(), msg.payload.size());
@@ -72,7 +72,7 @@ void BatchingLogSink::log(const spdlog::details::log_msg& msg) {
   bool now = false;
   {
     absl::MutexLock lock(&mu_);
-    Append(msg, &waiting_);
+    AppendUnformatted(msg, &waiting_);
     now = msg.level >= options_.write_through ||
           options_.linger <= absl::ZeroDuration() ||
           waiting_.size() >= options_.max_batch_bytes;
@@ -89,40 +89,45 @@ void BatchingLogSink::set_pattern(const std::string& pattern) {
 void BatchingLogSink::set_formatter(
     std::unique_ptr<spdlog::formatter> formatter) {
   absl::MutexLock writing(&writers_);
-  FormatWaiting();  // in the pattern they were logged in
+  FormatAndWrite();  // in the pattern they were logged in
   formatter_ = std::move(formatter);
 }
 
-void BatchingLogSink::FormatWaiting() {
+void BatchingLogSink::FormatAndWrite() {
   {
     absl::MutexLock lock(&mu_);
     formatting_.swap(waiting_);
   }
   spdlog::memory_buf_t text;
-  for (size_t at = 0; at < formatting_.size();) {
-    Waiting line;
-    memcpy(&line, formatting_.data() + at, sizeof(line));
-    at += sizeof(line);
-    const spdlog::string_view_t name(formatting_.data() + at, line.name_size);
-    at += line.name_size;
-    const spdlog::string_view_t payload(formatting_.data() + at,
-                                        line.payload_size);
-    at += line.payload_size;
-    spdlog::details::log_msg msg(line.time, line.source, name, line.level,
-                                 payload);
-    msg.thread_id = line.thread_id;
-    text.clear();
-    formatter_->format(msg, text);
-    formatted_.append(text.data(), text.size());
+  try {
+    for (size_t at = 0; at < formatting_.size();) {
+      WaitingLine line;
+      memcpy(&line, formatting_.data() + at, sizeof(line));
+      at += sizeof(line);
+      const spdlog::string_view_t name(formatting_.data() + at, line.name_size);
+      at += line.name_size;
+      const spdlog::string_view_t payload(formatting_.data() + at,
+                                          line.payload_size);
+      at += line.payload_size;
+      spdlog::details::log_msg msg(line.time, line.source, name, line.level,
+                                   payload);
+      msg.thread_id = line.thread_id;
+      text.clear();
+      formatter_->format(msg, text);
+      formatted_.append(text.data(), text.size());
+    }
+    WriteAll(options_.fd, formatted_);
+  } catch (...) {
+    // Out of memory, or a formatter's error: the batch is dropped, as a
+    // failed write is, and never written twice or out of order.
   }
+  formatted_.clear();
   formatting_.clear();
 }
 
 void BatchingLogSink::WriteWaiting() {
   absl::MutexLock writing(&writers_);
-  FormatWaiting();
-  WriteAll(options_.fd, formatted_);
-  formatted_.clear();
+  FormatAndWrite();
 }
 
 void BatchingLogSink::Run() {

@@ -3,9 +3,10 @@
 // busy daemon makes one write(2) for the lines of many requests instead of
 // one each (docs/performance.md, row 5: on a virtual machine a system call
 // costs microseconds, and a cached Get makes only a few besides gRPC's).
-// A line is formatted (spdlog's pattern: time, level, message) when it is
-// written, not when it is logged: a request's thread only copies its
-// message, and the background thread formats a batch at a time.
+// A line is formatted (spdlog's pattern, or the daemon's JSON formatter)
+// when it is written, not when it is logged: a request's thread only copies
+// its message, and the thread that writes (the background thread, or one
+// of those below that write before they return) formats the batch.
 //
 // When a line is written:
 //   * a line at `write_through` (warn) or above, and every line before it,
@@ -16,16 +17,21 @@
 //   * any other line by a background thread, within `linger` after it was
 //     logged (later while an earlier batch is still being written, or on a
 //     machine too busy to run the thread), together with the lines logged
-//     in the meantime; at once when `max_batch_bytes` of messages wait;
+//     in the meantime; at once (by the thread that logs) when the waiting
+//     lines take `max_batch_bytes`;
 //   * what is left when the sink is destroyed.
 // Lines are written whole and in the order they were logged, each in the
 // pattern that was set when it was logged. A process that is killed
 // (SIGKILL, a crash) loses the lines below `write_through` that were still
 // waiting: at most about the last `linger` of them.
 //
-// A formatter must format from the message alone (spdlog's do): it may run
-// on another thread, later. A failed write is dropped, as spdlog's own
-// stderr sinks do: logging never stops the daemon. Thread-safe.
+// A formatter must format from the message alone (spdlog 1.10's flags do;
+// a thread-local context, as 1.13's %& reads, would not be the line's): it
+// runs on another thread, later. A line's source_loc strings must be
+// static (literals, __FUNCTION__): they are read then. A formatter must not
+// log through this sink. A failed write or format drops the batch, as
+// spdlog's own stderr sinks drop a failed write: logging never stops the
+// daemon. Thread-safe.
 #ifndef RBLN_SERVER_LOG_SINK_H_
 #define RBLN_SERVER_LOG_SINK_H_
 
@@ -73,11 +79,10 @@ class BatchingLogSink final : public spdlog::sinks::sink {
   void set_formatter(std::unique_ptr<spdlog::formatter> formatter) override;
 
  private:
-  // Formats what is waiting and writes it, with what an earlier pattern
-  // formatted; writers_ keeps batches in order.
+  // Formats what is waiting and writes it; writers_ keeps batches in order.
   void WriteWaiting() ABSL_LOCKS_EXCLUDED(mu_, writers_);
-  // Appends the waiting lines to formatted_, in formatter_'s pattern.
-  void FormatWaiting() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writers_)
+  // Formats the waiting lines in formatter_'s pattern and writes them.
+  void FormatAndWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(writers_)
       ABSL_LOCKS_EXCLUDED(mu_);
   void Run();
 
@@ -85,12 +90,12 @@ class BatchingLogSink final : public spdlog::sinks::sink {
   absl::Mutex writers_ ABSL_ACQUIRED_BEFORE(mu_);
   // spdlog's formatters keep state (the cached time): one at a time.
   std::unique_ptr<spdlog::formatter> formatter_ ABSL_GUARDED_BY(writers_);
-  std::string formatted_ ABSL_GUARDED_BY(writers_);
+  std::string formatted_ ABSL_GUARDED_BY(writers_);  // kept for its capacity
   // The lines being formatted; it trades places with waiting_, so that
   // neither is allocated again.
   std::string formatting_ ABSL_GUARDED_BY(writers_);
   absl::Mutex mu_;
-  // Logged lines, unformatted: each a Waiting (log_sink.cc) and its logger's
+  // Logged lines, unformatted: each a WaitingLine (log_sink.cc), its logger's
   // name and message.
   std::string waiting_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
