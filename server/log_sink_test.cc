@@ -62,6 +62,18 @@ std::vector<std::string> AwaitLines(
   return lines;
 }
 
+// A logger over a sink whose background thread writes after 1 ms.
+struct Lingering {
+  explicit Lingering(int fd)
+      : sink(std::make_shared<BatchingLogSink>(BatchingLogSink::Options{
+            .fd = fd, .linger = absl::Milliseconds(1)})),
+        logger("test", sink) {
+    logger.set_pattern("%v");
+  }
+  std::shared_ptr<BatchingLogSink> sink;
+  spdlog::logger logger;
+};
+
 // A logger over a sink that never writes on its own within a test.
 struct Logged {
   explicit Logged(int fd, size_t max_batch_bytes = size_t{64} << 10)
@@ -128,17 +140,10 @@ TEST(BatchingLogSinkTest, AFullBatchIsWrittenAtOnce) {
 
 TEST(BatchingLogSinkTest, TheBackgroundThreadWritesAfterTheLinger) {
   LogFile file;
-  auto sink = std::make_shared<BatchingLogSink>(BatchingLogSink::Options{
-      .fd = file.fd(), .linger = absl::Milliseconds(1)});
-  spdlog::logger logger("test", sink);
-  logger.set_pattern("%v");
-  logger.info("soon");
+  Lingering logged(file.fd());
+  logged.logger.info("soon");
   // No flush: only the background thread can write it.
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (file.Lines().empty() && absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  EXPECT_THAT(file.Lines(), ElementsAre("soon"));
+  EXPECT_THAT(AwaitLines(file, 1, absl::Seconds(30)), ElementsAre("soon"));
 }
 
 TEST(BatchingLogSinkTest, ConcurrentLinesAreWholeOnceAndInEachThreadsOrder) {
@@ -215,12 +220,9 @@ TEST(BatchingLogSinkTest, ANewPatternReachesEveryThread) {
 // written then, not left for a later line to carry out.
 TEST(BatchingLogSinkTest, LinesWaitingWhenThePatternChangesAreWritten) {
   LogFile file;
-  auto sink = std::make_shared<BatchingLogSink>(BatchingLogSink::Options{
-      .fd = file.fd(), .linger = absl::Milliseconds(1)});
-  spdlog::logger logger("test", sink);
-  logger.set_pattern("%v");
-  logger.info("old");
-  logger.set_pattern("<%v>");
+  Lingering logged(file.fd());
+  logged.logger.info("old");
+  logged.logger.set_pattern("<%v>");
   EXPECT_THAT(AwaitLines(file, 1), ElementsAre("old"));
 }
 
