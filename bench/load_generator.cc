@@ -103,6 +103,20 @@ class Slot {
   std::string last_error_;
 };
 
+// A slot's call of one method: `call(context, reply, done)` starts it, with
+// a new reply that lives until the call's callback has run.
+template <typename Reply, typename Call>
+Slot::Issue IssueInto(Call call) {
+  return [call](grpc::ClientContext* context,
+                std::function<void(grpc::Status)> done) {
+    auto reply = std::make_shared<Reply>();
+    call(context, reply.get(),
+         [reply, done = std::move(done)](grpc::Status status) {
+           done(std::move(status));
+         });
+  };
+}
+
 int64_t Percentile(const std::vector<int64_t>& sorted, double fraction) {
   if (sorted.empty()) return 0;
   const size_t index = std::min(
@@ -330,27 +344,24 @@ int Run(int argc, char** argv) {
 
   const auto issue_of = [&](const std::string& method) -> Slot::Issue {
     if (method == "get") {
-      return [&](grpc::ClientContext* context, auto done) {
-        auto reply = std::make_shared<v1::GetKvcacheNumBlocksResponse>();
-        stub->async()->GetKvcacheNumBlocks(
-            context, &get_request, reply.get(),
-            [reply, done](grpc::Status status) { done(status); });
-      };
+      return IssueInto<v1::GetKvcacheNumBlocksResponse>(
+          [&](grpc::ClientContext* context, auto* reply, auto done) {
+            stub->async()->GetKvcacheNumBlocks(context, &get_request, reply,
+                                               std::move(done));
+          });
     }
     if (method == "describe") {
-      return [&](grpc::ClientContext* context, auto done) {
-        auto reply = std::make_shared<v1::DescribeArtifactResponse>();
-        stub->async()->DescribeArtifact(
-            context, &describe_request, reply.get(),
-            [reply, done](grpc::Status status) { done(status); });
-      };
+      return IssueInto<v1::DescribeArtifactResponse>(
+          [&](grpc::ClientContext* context, auto* reply, auto done) {
+            stub->async()->DescribeArtifact(context, &describe_request, reply,
+                                            std::move(done));
+          });
     }
-    return [&](grpc::ClientContext* context, auto done) {
-      auto reply = std::make_shared<grpc::health::v1::HealthCheckResponse>();
-      health->async()->Check(
-          context, &health_request, reply.get(),
-          [reply, done](grpc::Status status) { done(status); });
-    };
+    return IssueInto<grpc::health::v1::HealthCheckResponse>(
+        [&](grpc::ClientContext* context, auto* reply, auto done) {
+          health->async()->Check(context, &health_request, reply,
+                                 std::move(done));
+        });
   };
 
   // Each method in turn, `rounds` times over, then the first once more.
