@@ -122,6 +122,7 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
 
  private:
   class RequestLog;
+  class ReadReactor;
   struct Progress {
     uint64_t done = 0;
     uint64_t total = 0;
@@ -133,11 +134,12 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
     bool written = false;
   };
   using ReadMode = ArtifactStore::ReadMode;
-  // Serves a callback read: `handler(ReadMode::kCachedOnly)` on this thread,
-  // and when it returns nullopt (it would have to read or wait),
-  // `handler(ReadMode::kMayRead)` on readers_, which must answer. When
-  // kMaxQueuedReads reads already wait there, the call is refused instead
-  // (Refuse, logged as `method` of `artifact`).
+  // Serves a callback read: `handler(ReadMode::kCachedOnly, reactor)` on this
+  // thread, and when it returns nullopt (it would have to read or wait),
+  // `handler(ReadMode::kMayRead, reactor)` on readers_, which must answer.
+  // When kMaxQueuedReads reads already wait there, the call is refused
+  // instead (Refuse, logged as `method` of `artifact`). The handler keeps
+  // its request log in `reactor` (ReadReactor::StartLog).
   template <typename Handler>
   grpc::ServerUnaryReactor* ServeRead(grpc::CallbackServerContext* context,
                                       absl::string_view method,
@@ -152,10 +154,11 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   std::optional<grpc::Status> Get(grpc::ServerContextBase* context,
                                   const v1::GetKvcacheNumBlocksRequest& req,
                                   v1::GetKvcacheNumBlocksResponse* resp,
-                                  ReadMode mode);
+                                  ReadMode mode, ReadReactor* reactor);
   std::optional<grpc::Status> Describe(grpc::ServerContextBase* context,
                                        const v1::DescribeArtifactRequest& req,
-                                       grpc::ByteBuffer* reply, ReadMode mode);
+                                       grpc::ByteBuffer* reply, ReadMode mode,
+                                       ReadReactor* reactor);
 
   // Runs a Set or Fit: admission, progress tracking, the store call, and the
   // reply.

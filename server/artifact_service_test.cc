@@ -89,6 +89,16 @@ class InProcessServiceTest : public ::testing::Test {
     spdlog::set_default_logger(previous_logger_);
   }
 
+  // How many lines of the request log contain `text`. Read only while no
+  // call runs: after server_->Shutdown(), or before any other call.
+  int LinesWith(absl::string_view text) const {
+    int lines = 0;
+    for (absl::string_view line : absl::StrSplit(log_.str(), '\n')) {
+      if (absl::StrContains(line, text)) ++lines;
+    }
+    return lines;
+  }
+
   rbln::testing::TempDir tmp_;
   std::ostringstream log_;
   std::shared_ptr<spdlog::logger> previous_logger_;
@@ -404,16 +414,62 @@ TEST_F(DescribeReplyTest, BytesThatAreNoRequestAreRefusedAndLogged) {
   // The service still answers.
   EXPECT_EQ(Describe().artifact(), "tiny");
   server_->Shutdown();
-  int logged = 0;
-  for (absl::string_view line : absl::StrSplit(log_.str(), '\n')) {
-    if (absl::StrContains(line,
-                          "method=DescribeArtifact artifact=\"\" "
-                          "caller=\"anonymous\" role=reader "
-                          "outcome=INVALID_ARGUMENT")) {
-      ++logged;
-    }
+  EXPECT_EQ(LinesWith("method=DescribeArtifact artifact=\"\" "
+                      "caller=\"anonymous\" role=reader "
+                      "outcome=INVALID_ARGUMENT"),
+            2)
+      << log_.str();
+}
+
+// A read's line is logged once its reply has been sent, and only then; an
+// error's before its reply.
+using ReadLogTest = DescribeReplyTest;
+
+TEST_F(ReadLogTest, EveryReadIsOneLineAnErrorBeforeItsReply) {
+  {
+    grpc::ClientContext context;
+    v1::GetKvcacheNumBlocksRequest request;
+    request.set_artifact("missing");
+    v1::GetKvcacheNumBlocksResponse reply;
+    const grpc::Status status =
+        stub_->GetKvcacheNumBlocks(&context, request, &reply);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+    // No call runs now: the line was logged before the reply.
+    EXPECT_EQ(LinesWith("method=GetKvcacheNumBlocks artifact=\"missing\" "
+                        "caller=\"anonymous\" role=reader "
+                        "outcome=NOT_FOUND"),
+              1)
+        << log_.str();
   }
-  EXPECT_EQ(logged, 2) << log_.str();
+  // The first of each reads the files on a reader thread, after an attempt
+  // that found nothing cached (and logs nothing); the second is the
+  // cache's, answered on gRPC's thread.
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext context;
+    v1::GetKvcacheNumBlocksRequest request;
+    request.set_artifact("tiny");
+    v1::GetKvcacheNumBlocksResponse reply;
+    const grpc::Status status =
+        stub_->GetKvcacheNumBlocks(&context, request, &reply);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(reply.artifact(), "tiny");
+  }
+  EXPECT_EQ(Describe().artifact(), "tiny");
+  EXPECT_EQ(Describe().artifact(), "tiny");
+  server_->Shutdown();  // waits for the calls' OnDone, and their lines
+  EXPECT_EQ(LinesWith("method=GetKvcacheNumBlocks artifact=\"tiny\" "
+                      "caller=\"anonymous\" role=reader outcome=OK "
+                      "duration_ms="),
+            2)
+      << log_.str();
+  EXPECT_EQ(LinesWith("method=DescribeArtifact artifact=\"tiny\" "
+                      "caller=\"anonymous\" role=reader outcome=OK "
+                      "duration_ms="),
+            2)
+      << log_.str();
+  EXPECT_EQ(LinesWith("method="), 5) << log_.str();
+  // Nothing is listed as running once the calls are done.
+  EXPECT_THAT(service_->DescribeRunning(), ::testing::IsEmpty());
 }
 
 }  // namespace
