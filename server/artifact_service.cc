@@ -686,25 +686,41 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
       store_->ReadShared(**at, {.verify_payload = req.verify_payload()}, mode);
   if (!read.ok()) return log.Finish(read.status());
   if (*read == nullptr) return std::nullopt;  // not cached
-  const absl::StatusOr<DramChoice> device = store_->DeviceFor(**read);
-  std::optional<grpc::Slice> made = describe_replies_.Find(*read, name, device);
-  if (!made.has_value()) {
-    const absl::StatusOr<std::shared_ptr<const MemoryPlan>> plan =
-        device.ok() ? plans_.Plan(*read, device->spec)
-                    : absl::StatusOr<std::shared_ptr<const MemoryPlan>>(
-                          device.status());
-    v1::DescribeArtifactResponse resp;
-    FillDescription(read->get(), name, device, plan, &resp);
-    made = grpc::Slice(resp.SerializeAsString());
-    // Only an artifact the cache holds is answered on this thread
-    // (ServeRead); one read from the files here (a miss, a verify_payload)
-    // is a new object at every call, whose reply would only take room.
-    if (mode == ReadMode::kCachedOnly) {
-      describe_replies_.Insert(*read, name, device, *made);
-    }
-  }
+  // Read before the device is asked for: a reply kept under it is made from
+  // an answer at least as new.
+  const uint64_t generation = store_->DeviceGeneration();
+  std::optional<grpc::Slice> made =
+      describe_replies_.Find(*read, name, generation);
+  if (!made.has_value()) made = DescribeReply(*read, name, generation, mode);
   *reply = grpc::ByteBuffer(&*made, 1);
   return log.Finish(absl::OkStatus());
+}
+
+grpc::Slice ArtifactServiceImpl::DescribeReply(
+    const std::shared_ptr<const Artifact>& read, const std::string& name,
+    uint64_t generation, ReadMode mode) {
+  const absl::StatusOr<DramChoice> device = store_->DeviceFor(*read);
+  // Kept only where the cache holds the artifact (ServeRead: this thread's
+  // mode); one read from the files (a miss, a verify_payload) is a new
+  // object at every call, whose reply would only take room.
+  const bool keep = mode == ReadMode::kCachedOnly;
+  if (std::optional<grpc::Slice> made =
+          describe_replies_.Find(read, name, device)) {
+    // Under the new generation, so that the next call need not ask.
+    if (keep && generation != 0) {
+      describe_replies_.Insert(read, name, generation, device, *made);
+    }
+    return *std::move(made);
+  }
+  const absl::StatusOr<std::shared_ptr<const MemoryPlan>> plan =
+      device.ok()
+          ? plans_.Plan(read, device->spec)
+          : absl::StatusOr<std::shared_ptr<const MemoryPlan>>(device.status());
+  v1::DescribeArtifactResponse resp;
+  FillDescription(read.get(), name, device, plan, &resp);
+  grpc::Slice made(resp.SerializeAsString());
+  if (keep) describe_replies_.Insert(read, name, generation, device, made);
+  return made;
 }
 
 grpc::Status ArtifactServiceImpl::ListArtifacts(

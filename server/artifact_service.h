@@ -159,6 +159,12 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
                                        const v1::DescribeArtifactRequest& req,
                                        grpc::ByteBuffer* reply, ReadMode mode,
                                        ReadReactor* reactor);
+  // Describe's reply for `read` asked by `name`, for the device as it is
+  // now: one kept for the same device choice, else made (and kept when
+  // `mode` is kCachedOnly) under the device `generation` read before.
+  grpc::Slice DescribeReply(const std::shared_ptr<const Artifact>& read,
+                            const std::string& name, uint64_t generation,
+                            ReadMode mode);
 
   // Runs a Set or Fit: admission, progress tracking, the store call, and the
   // reply.

@@ -2,6 +2,7 @@
 // the bound on reads waiting for the reader threads, and Describe's replies.
 #include "server/artifact_service.h"
 
+#include <atomic>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -419,6 +420,59 @@ TEST_F(DescribeReplyTest, BytesThatAreNoRequestAreRefusedAndLogged) {
                       "outcome=INVALID_ARGUMENT"),
             2)
       << log_.str();
+}
+
+// A device resolver that numbers its answers (StoreOptions::device_generation,
+// as the daemon's DramProvider does): a kept reply is sent without asking it.
+class DeviceGenerationTest : public DescribeReplyTest {
+ protected:
+  StoreOptions Options() override {
+    StoreOptions options = DescribeReplyTest::Options();
+    options.device_resolver =
+        [this, asked = options.device_resolver](const Artifact& artifact) {
+          ++asked_;
+          return asked(artifact);
+        };
+    options.device_generation = [this] { return generation_.load(); };
+    return options;
+  }
+
+  std::atomic<int> asked_{0};
+  std::atomic<uint64_t> generation_{5};
+};
+
+TEST_F(DeviceGenerationTest, AKeptReplyIsSentWithoutAskingTheDevice) {
+  // The first Describe reads the files on a reader thread (its reply is not
+  // kept); the second keeps its reply under generation 5.
+  const v1::DescribeArtifactResponse first = Describe();
+  EXPECT_EQ(first.dram_source(), "the first device");
+  EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
+  EXPECT_EQ(asked_.load(), 2);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
+  }
+  EXPECT_EQ(asked_.load(), 2);
+
+  // The answers change, and their generation with them.
+  absl::StatusOr<DeviceSpec> spec = LookupDeviceSpec("RBLN-CA12");
+  ASSERT_TRUE(spec.ok());
+  SetChoice(DramChoice{*spec, "another device", {}});
+  generation_ = 6;
+  EXPECT_EQ(Describe().dram_source(), "another device");
+  EXPECT_EQ(Describe().dram_source(), "another device");
+  EXPECT_EQ(asked_.load(), 3);
+
+  // A new generation with the same answer: asked once, then kept again.
+  generation_ = 7;
+  EXPECT_EQ(Describe().dram_source(), "another device");
+  EXPECT_EQ(Describe().dram_source(), "another device");
+  EXPECT_EQ(asked_.load(), 4);
+
+  // A resolver that cannot say (0) is asked every time.
+  generation_ = 0;
+  EXPECT_EQ(Describe().dram_source(), "another device");
+  EXPECT_EQ(Describe().dram_source(), "another device");
+  EXPECT_EQ(asked_.load(), 6);
 }
 
 // A read's line is logged once its reply has been sent, and only then; an

@@ -26,14 +26,15 @@ uint64_t HeldBytes(const std::string& name,
 
 }  // namespace
 
-std::optional<grpc::Slice> DescribeReplies::Find(
+template <typename SameDevice>
+std::optional<grpc::Slice> DescribeReplies::FindHeld(
     const std::shared_ptr<const Artifact>& artifact, const std::string& name,
-    const absl::StatusOr<DramChoice>& device) {
+    SameDevice same_device) {
   absl::MutexLock lock(&mu_);
   const Held* held = replies_.Find(artifact.get());
   // The same address may be a later artifact's once the first is gone.
   if (held == nullptr || held->artifact.lock() != artifact ||
-      held->name != name || held->device != device) {
+      held->name != name || !same_device(*held)) {
     return std::nullopt;
   }
   replies_.Touch(artifact.get());
@@ -41,17 +42,35 @@ std::optional<grpc::Slice> DescribeReplies::Find(
   return held->reply;
 }
 
+std::optional<grpc::Slice> DescribeReplies::Find(
+    const std::shared_ptr<const Artifact>& artifact, const std::string& name,
+    const absl::StatusOr<DramChoice>& device) {
+  return FindHeld(artifact, name,
+                  [&](const Held& held) { return held.device == device; });
+}
+
+std::optional<grpc::Slice> DescribeReplies::Find(
+    const std::shared_ptr<const Artifact>& artifact, const std::string& name,
+    uint64_t device_generation) {
+  if (device_generation == 0) return std::nullopt;
+  return FindHeld(artifact, name, [&](const Held& held) {
+    return held.device_generation == device_generation;
+  });
+}
+
 void DescribeReplies::Insert(const std::shared_ptr<const Artifact>& artifact,
                              const std::string& name,
+                             uint64_t device_generation,
                              const absl::StatusOr<DramChoice>& device,
                              grpc::Slice reply) {
   const uint64_t bytes = HeldBytes(name, device, reply);
   // Destroyed after the lock is let go.
   std::vector<Held> dropped;
   absl::MutexLock lock(&mu_);
-  replies_.Insert(artifact.get(),
-                  Held{artifact, name, device, std::move(reply)}, bytes,
-                  &dropped);
+  replies_.Insert(
+      artifact.get(),
+      Held{artifact, name, device_generation, device, std::move(reply)}, bytes,
+      &dropped);
 }
 
 size_t DescribeReplies::size() const {

@@ -5,7 +5,10 @@
 // and the device choice it is planned for. So a reply made for the same three
 // is sent again as it is, instead of building a message of some 30 fields,
 // serializing it and freeing it on every call: a tenth to a fifth of Check's
-// rate in bench/run's row 5 (docs/performance.md).
+// rate in bench/run's row 5 (docs/performance.md). Where the device's
+// provider numbers its answers (ArtifactStore::DeviceGeneration, not 0), the
+// number stands for the choice: a reply is found without asking the
+// provider.
 //
 // Bounded by bytes (kMaxBytes, LRU): each entry counts its reply, its name,
 // its device choice and the artifact object's allocation, which the entry's
@@ -39,12 +42,19 @@ class DescribeReplies {
   std::optional<grpc::Slice> Find(
       const std::shared_ptr<const Artifact>& artifact, const std::string& name,
       const absl::StatusOr<DramChoice>& device);
-  // Holds `reply` for these three, in place of the artifact's last one.
-  // Only for an artifact object the artifact cache holds: any other is read
-  // again by the next call, so its reply would only take room.
+  // The same with the device choice's generation (not 0) in its place: the
+  // reply made for a choice of that generation.
+  std::optional<grpc::Slice> Find(
+      const std::shared_ptr<const Artifact>& artifact, const std::string& name,
+      uint64_t device_generation);
+  // Holds `reply` for these three, in place of the artifact's last one;
+  // `device_generation` is the generation read before `device` was asked
+  // for (0: found by the choice only). Only for an artifact object the artifact
+  // cache holds: any other is read again by the next call, so its reply
+  // would only take room.
   void Insert(const std::shared_ptr<const Artifact>& artifact,
-              const std::string& name, const absl::StatusOr<DramChoice>& device,
-              grpc::Slice reply);
+              const std::string& name, uint64_t device_generation,
+              const absl::StatusOr<DramChoice>& device, grpc::Slice reply);
 
   size_t size() const;
   uint64_t bytes() const;
@@ -54,9 +64,16 @@ class DescribeReplies {
   struct Held {
     std::weak_ptr<const Artifact> artifact;
     std::string name;
+    uint64_t device_generation;
     absl::StatusOr<DramChoice> device;
     grpc::Slice reply;
   };
+  // The entry for `artifact` named `name`, touched and counted as a hit
+  // when `same_device` says it was made for the device asked about.
+  template <typename SameDevice>
+  std::optional<grpc::Slice> FindHeld(
+      const std::shared_ptr<const Artifact>& artifact, const std::string& name,
+      SameDevice same_device);
 
   mutable absl::Mutex mu_;
   LruByBytes<const Artifact*, Held> replies_ ABSL_GUARDED_BY(mu_){kMaxBytes};

@@ -44,7 +44,7 @@ class DescribeRepliesTest : public ::testing::Test {
 TEST_F(DescribeRepliesTest, FindsTheReplyOfTheSameArtifactNameAndDevice) {
   DescribeReplies replies;
   EXPECT_EQ(Text(replies.Find(artifact_, "a", device_)), "(none)");
-  replies.Insert(artifact_, "a", device_, grpc::Slice(std::string("reply")));
+  replies.Insert(artifact_, "a", 0, device_, grpc::Slice(std::string("reply")));
   EXPECT_EQ(Text(replies.Find(artifact_, "a", device_)), "reply");
 
   // Any of the three different: none.
@@ -66,13 +66,33 @@ TEST_F(DescribeRepliesTest, FindsTheReplyOfTheSameArtifactNameAndDevice) {
   EXPECT_EQ(Text(replies.Find(copy, "a", device_)), "(none)");
 
   // A device error is an input like any other.
-  replies.Insert(artifact_, "a", absl::UnavailableError("no device"),
+  replies.Insert(artifact_, "a", 0, absl::UnavailableError("no device"),
                  grpc::Slice(std::string("no plan")));
   EXPECT_EQ(
       Text(replies.Find(artifact_, "a", absl::UnavailableError("no device"))),
       "no plan");
   EXPECT_EQ(Text(replies.Find(artifact_, "a", device_)), "(none)");
   EXPECT_EQ(replies.size(), 1u);
+}
+
+TEST_F(DescribeRepliesTest, AGenerationFindsTheReplyMadeUnderIt) {
+  DescribeReplies replies;
+  replies.Insert(artifact_, "a", 7, device_, grpc::Slice(std::string("at 7")));
+  EXPECT_EQ(Text(replies.Find(artifact_, "a", uint64_t{7})), "at 7");
+  // Another generation, or none (0: the provider cannot say), is no match;
+  // nor is another name or another artifact object.
+  EXPECT_EQ(Text(replies.Find(artifact_, "a", uint64_t{8})), "(none)");
+  EXPECT_EQ(Text(replies.Find(artifact_, "a", uint64_t{0})), "(none)");
+  EXPECT_EQ(Text(replies.Find(artifact_, "b", uint64_t{7})), "(none)");
+  auto copy = std::make_shared<const Artifact>(*artifact_);
+  EXPECT_EQ(Text(replies.Find(copy, "a", uint64_t{7})), "(none)");
+  // The device it was made for still finds it.
+  EXPECT_EQ(Text(replies.Find(artifact_, "a", device_)), "at 7");
+  // One made without a generation is found by its device only.
+  replies.Insert(artifact_, "a", 0, device_, grpc::Slice(std::string("at 0")));
+  EXPECT_EQ(Text(replies.Find(artifact_, "a", uint64_t{7})), "(none)");
+  EXPECT_EQ(Text(replies.Find(artifact_, "a", device_)), "at 0");
+  EXPECT_EQ(replies.hits(), 3u);
 }
 
 TEST_F(DescribeRepliesTest, ALaterArtifactAtTheSameAddressIsNotGivenIt) {
@@ -82,7 +102,7 @@ TEST_F(DescribeRepliesTest, ALaterArtifactAtTheSameAddressIsNotGivenIt) {
   auto storage = std::make_shared<const Artifact>(*artifact_);
   auto first = std::make_shared<int>(0);
   std::shared_ptr<const Artifact> old(first, storage.get());
-  replies.Insert(old, "a", device_, grpc::Slice(std::string("old")));
+  replies.Insert(old, "a", 0, device_, grpc::Slice(std::string("old")));
   EXPECT_EQ(Text(replies.Find(old, "a", device_)), "old");
   old.reset();
   first.reset();
@@ -99,7 +119,7 @@ TEST_F(DescribeRepliesTest, StaysWithinItsBytesDroppingTheLeastRecentlyUsed) {
   std::vector<std::shared_ptr<const Artifact>> held;
   for (uint64_t i = 0; i < 2 * DescribeReplies::kMaxBytes / reply.size(); ++i) {
     held.push_back(std::make_shared<const Artifact>(*artifact_));
-    replies.Insert(held.back(), "a", device_, grpc::Slice(reply));
+    replies.Insert(held.back(), "a", 0, device_, grpc::Slice(reply));
     // The first stays the most recently used.
     EXPECT_EQ(Text(replies.Find(held.front(), "a", device_)).size(),
               reply.size());
@@ -110,7 +130,7 @@ TEST_F(DescribeRepliesTest, StaysWithinItsBytesDroppingTheLeastRecentlyUsed) {
   EXPECT_EQ(Text(replies.Find(held[1], "a", device_)), "(none)");
   // A reply beyond the whole bound is not kept.
   const std::string huge(DescribeReplies::kMaxBytes + 1, 'h');
-  replies.Insert(held[1], "a", device_, grpc::Slice(huge));
+  replies.Insert(held[1], "a", 0, device_, grpc::Slice(huge));
   EXPECT_EQ(Text(replies.Find(held[1], "a", device_)), "(none)");
 }
 

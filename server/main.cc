@@ -894,6 +894,9 @@ int main(int argc, char** argv) {
   store_options.device_resolver = [dram_ptr](const rbln::Artifact& artifact) {
     return dram_ptr->ForNpu(artifact.npu());
   };
+  store_options.device_generation = [dram_ptr] {
+    return dram_ptr->AnswersGeneration();
+  };
   absl::StatusOr<std::unique_ptr<rbln::ArtifactStore>> store =
       rbln::ArtifactStore::Open(store_dir, std::move(store_options));
   if (!store.ok()) {

@@ -42,6 +42,9 @@ class SpecTableProvider : public DramProvider {
     }
   }
 
+  // The table is part of the program: its answers never change.
+  uint64_t AnswersGeneration() override { return 1; }
+
   absl::StatusOr<DramChoice> ForNpu(absl::string_view npu) override {
     RBLN_ASSIGN_OR_RETURN(DeviceSpec spec, LookupDeviceSpec(npu));
     auto it = sources_.find(spec.family);
@@ -74,6 +77,9 @@ class SpecTableProvider : public DramProvider {
 class OverrideProvider : public DramProvider {
  public:
   explicit OverrideProvider(DramOverride dram) : dram_(dram) {}
+
+  // Fixed at start-up.
+  uint64_t AnswersGeneration() override { return 1; }
 
   absl::StatusOr<DramChoice> ForNpu(absl::string_view npu) override {
     uint32_t chiplets = 1;

@@ -67,6 +67,11 @@ class DramProvider {
   // (its own or another caller's): a caller on a thread that must not block
   // asks first.
   virtual bool AnswersWithoutWaiting() { return true; }
+  // A number that stays the same for as long as ForNpu's answers do, so
+  // that a caller may keep what it made from an answer (Describe's reply,
+  // server/describe_replies.h) and use it again without asking; 0 when the
+  // provider cannot say so now (ask ForNpu). Never waits.
+  virtual uint64_t AnswersGeneration() { return 0; }
 };
 
 // "15.72 GiB": bytes as sources and warnings print them.

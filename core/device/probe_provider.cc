@@ -196,6 +196,15 @@ class ProbeProvider : public DramProvider {
     return report;
   }
 
+  // Moves with every probe (at most once per cache_ttl); 0 once the last
+  // one is stale, since the next ForNpu probes again.
+  uint64_t AnswersGeneration() override {
+    if (!mu_.TryLock()) return 0;  // a probe is running
+    const uint64_t generation = IsFresh() ? probes_ : 0;
+    mu_.Unlock();
+    return generation;
+  }
+
   bool AnswersWithoutWaiting() override {
     if (!mu_.TryLock()) return false;  // a probe is running
     const bool fresh = IsFresh();
@@ -225,6 +234,7 @@ class ProbeProvider : public DramProvider {
     }
     cached_ = fresh;
     probed_at_ = options_.clock();
+    ++probes_;
     return fresh;
   }
 
@@ -281,6 +291,7 @@ class ProbeProvider : public DramProvider {
   absl::Mutex mu_;
   std::optional<Probe> cached_ ABSL_GUARDED_BY(mu_);
   absl::Time probed_at_ ABSL_GUARDED_BY(mu_);
+  uint64_t probes_ ABSL_GUARDED_BY(mu_) = 0;  // cached_'s generation
 };
 
 }  // namespace

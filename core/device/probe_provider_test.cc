@@ -397,6 +397,34 @@ TEST_F(ProbeProviderTest, AnswersWithoutWaitingOnlyWhileTheAnswerIsFresh) {
   EXPECT_TRUE(NewSpecTableProvider()->AnswersWithoutWaiting());
 }
 
+// A caller may keep what it made from an answer while the generation stays.
+TEST_F(ProbeProviderTest, TheGenerationMovesWithEveryProbe) {
+  FakeClock clock;
+  ProbeOptions options = Options(FakePrinting("rbln-smi-atom-ca12.txt"));
+  options.cache_ttl = absl::Seconds(5);
+  options.clock = [&clock]() { return clock.Now(); };
+  std::unique_ptr<DramProvider> provider = NewProbeProvider(options);
+  EXPECT_EQ(provider->AnswersGeneration(), 0u);  // never probed
+  ASSERT_TRUE(provider->ForNpu("RBLN-CA12").ok());
+  const uint64_t first = provider->AnswersGeneration();
+  EXPECT_NE(first, 0u);
+  clock.Advance(absl::Seconds(4));
+  ASSERT_TRUE(provider->ForNpu("RBLN-CA12").ok());
+  EXPECT_EQ(provider->AnswersGeneration(), first);
+  // Stale: the next answer probes again, so none is vouched for.
+  clock.Advance(absl::Seconds(2));
+  EXPECT_EQ(provider->AnswersGeneration(), 0u);
+  EXPECT_EQ(Runs(), 1u);  // asking probes nothing
+  ASSERT_TRUE(provider->ForNpu("RBLN-CA12").ok());
+  const uint64_t second = provider->AnswersGeneration();
+  EXPECT_NE(second, 0u);
+  EXPECT_NE(second, first);
+  // The spec table and an override never change.
+  EXPECT_NE(NewSpecTableProvider()->AnswersGeneration(), 0u);
+  EXPECT_NE(NewOverrideProvider({uint64_t{16} << 30, 1})->AnswersGeneration(),
+            0u);
+}
+
 TEST_F(ProbeProviderTest, FailuresAreCachedToo) {
   // A hanging tool must not cost every request its timeout.
   FakeClock clock;

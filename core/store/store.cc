@@ -661,6 +661,13 @@ absl::StatusOr<DramChoice> ArtifactStore::DeviceFor(
   return spec_table_->ForNpu(artifact.npu());
 }
 
+uint64_t ArtifactStore::DeviceGeneration() const {
+  if (options_.device_resolver) {
+    return options_.device_generation ? options_.device_generation() : 0;
+  }
+  return spec_table_->AnswersGeneration();
+}
+
 absl::StatusOr<std::vector<FileStat>> ArtifactStore::StatArtifactPath(
     absl::string_view name) const {
   RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Located> at, Locate(name));

@@ -87,6 +87,8 @@ absl::StatusOr<ReadOnlyRootSpec> ParseReadOnlyRoot(absl::string_view text);
 
 struct StoreOptions {
   DeviceResolver device_resolver;  // empty: the spec table
+  // The resolver's DramProvider::AnswersGeneration (0, or empty: unknown).
+  std::function<uint64_t()> device_generation;
   // Read-only roots: symbolic links inside them are followed when they
   // resolve beneath the same root (a Hugging Face cache links snapshot files
   // into its blob directory); nothing is ever written inside one, and the
@@ -309,6 +311,9 @@ class ArtifactStore {
 
   // The device figures that apply to `artifact`.
   absl::StatusOr<DramChoice> DeviceFor(const Artifact& artifact) const;
+  // Stays the same for as long as DeviceFor's answers do; 0 when unknown
+  // (DramProvider::AnswersGeneration).
+  uint64_t DeviceGeneration() const;
 
  private:
   struct LockEntry;

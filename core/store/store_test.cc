@@ -1165,6 +1165,8 @@ TEST_F(StoreTest, FitReportsBucketsAndCommitsTheFittedCount) {
   absl::StatusOr<DramChoice> device = store_->DeviceFor(*big);
   ASSERT_TRUE(device.ok()) << device.status();
   ASSERT_EQ(device->spec.chiplets_per_node, 1u);
+  // The spec table's answers never change: a generation vouches for them.
+  EXPECT_NE(store_->DeviceGeneration(), 0u);
 
   // A byte budget of exactly the memory of 12 blocks fits 12.
   const MemoryModel model = BuildMemoryModel(*big);
