@@ -193,11 +193,13 @@ void FillDescription(
 
 }  // namespace
 
-// One log line per request (logfmt, or JSON: server/log_format.h), logged when
-// the handler returns (server/log_sink.h: when it is written); while it runs,
-// the request is on running_ (for the log of a forced exit). Finish also
-// marks an error as the handler's own (MarkedReply). `method` is a literal:
-// only its view is kept.
+// One log line per request (logfmt, or JSON: server/log_format.h), logged
+// when the handler finishes, or for an answered read once its reply has been
+// sent (ReadReactor), stamped with the time it finished (server/log_sink.h:
+// when it is written). Until it finishes, the request is on running_'s list
+// of what runs (for the log of a forced exit). Finish also marks an error as
+// the handler's own (MarkedReply). `method` is a literal: only its view is
+// kept.
 class ArtifactServiceImpl::RequestLog {
  public:
   RequestLog(ArtifactServiceImpl* service, grpc::ServerContextBase* context,
@@ -215,6 +217,9 @@ class ArtifactServiceImpl::RequestLog {
   absl::string_view method() const { return method_; }
   const std::string& artifact() const { return artifact_; }
   absl::Time start() const { return start_; }
+  // Finish has run: the request is answered, though it may still be on
+  // running_ (until its reply is sent).
+  bool finished() const { return finished_.load(std::memory_order_acquire); }
 
   void SetCounts(const absl::Status& status, uint64_t previous, uint64_t next,
                  bool written) {
@@ -236,8 +241,9 @@ class ArtifactServiceImpl::RequestLog {
   void LogOnceSent() { once_sent_ = true; }
 
   grpc::Status Finish(const absl::Status& status) {
-    took_ = absl::Now() - start_;
+    finished_at_ = absl::Now();
     status_ = status;
+    finished_.store(true, std::memory_order_release);
     if (!once_sent_ || !status.ok()) WriteLine();
     return MarkedReply(context_, ToGrpc(status));
   }
@@ -247,7 +253,7 @@ class ArtifactServiceImpl::RequestLog {
     if (!status_.has_value() || logged_) return;
     logged_ = true;
     const absl::Status& status = *status_;
-    const int64_t ms = absl::ToInt64Milliseconds(took_);
+    const int64_t ms = absl::ToInt64Milliseconds(finished_at_ - start_);
     const std::string outcome = absl::StatusCodeToString(status.code());
     absl::InlinedVector<LogField, 10> fields = {
         LogField::Word("method", method_),
@@ -265,7 +271,7 @@ class ArtifactServiceImpl::RequestLog {
       fields.push_back(LogField::Text("error", status.message()));
     }
     LogEvent(status.ok() ? spdlog::level::info : spdlog::level::warn,
-             {method_, " ", outcome}, fields);
+             {method_, " ", outcome}, fields, finished_at_);
     // A change is on record before its reply; a read's line may follow its
     // reply by the sink's linger (server/log_sink.h).
     if (wrote_) spdlog::default_logger_raw()->flush();
@@ -285,7 +291,8 @@ class ArtifactServiceImpl::RequestLog {
   bool once_sent_ = false;
   // Set by Finish.
   std::optional<absl::Status> status_;
-  absl::Duration took_;
+  absl::Time finished_at_;
+  std::atomic<bool> finished_{false};
   bool logged_ = false;
   // Last: the request is listed once the rest is set.
   const RunningList<RequestLog>::Node running_;
@@ -369,7 +376,10 @@ absl::Status ArtifactServiceImpl::CheckReadsItself(
 // sent: the line of an answered read is logged then (OnDone), so that the
 // caller does not wait for it. In bench/run's row 5 at 1 call in flight, the
 // few microseconds of a line are some 0.05 of Check's rate on a virtual
-// machine (docs/performance.md).
+// machine (docs/performance.md). A caller that does not read its reply
+// holds its line back until the call ends (its deadline, a cancel, its
+// connection's close, the daemon's stop); the line says when the read was
+// answered.
 class ArtifactServiceImpl::ReadReactor final : public grpc::ServerUnaryReactor {
  public:
   // The log of this attempt at the read; an earlier attempt's, which found
@@ -392,9 +402,10 @@ class ArtifactServiceImpl::ReadReactor final : public grpc::ServerUnaryReactor {
   // Lets gRPC call OnDone on the thread that sent the reply, as it calls
   // its own DefaultReactor's, instead of handing it to its executor thread,
   // whose wake-up costs more than the line (gRPC 1.51 names this hook "not
-  // API"; grpcpp/support/server_callback.h). OnDone only logs: it takes the
-  // log sink's lock, and writes only a warn line (never here: errors are
-  // logged before the reply).
+  // API"; grpcpp/support/server_callback.h). OnDone only logs an info line
+  // (errors are logged before the reply): it takes the log sink's lock, and
+  // writes to stderr only when its line fills a batch, or at
+  // --log-linger-ms 0, as a handler on this thread would.
   bool InternalInlineable() override { return true; }
 
  private:
@@ -667,10 +678,6 @@ grpc::ServerUnaryReactor* ArtifactServiceImpl::DescribeArtifact(
 std::optional<grpc::Status> ArtifactServiceImpl::Describe(
     grpc::ServerContextBase* context, const v1::DescribeArtifactRequest& req,
     grpc::ByteBuffer* reply, ReadMode mode, ReadReactor* reactor) {
-  // The memory plan asks the device provider, which may run a probe.
-  if (mode == ReadMode::kCachedOnly && !dram_->AnswersWithoutWaiting()) {
-    return std::nullopt;
-  }
   bool held = false;
   const absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> at =
       store_->Locate(req.artifact(), &held);
@@ -691,7 +698,13 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
   const uint64_t generation = store_->DeviceGeneration();
   std::optional<grpc::Slice> made =
       describe_replies_.Find(*read, name, generation);
-  if (!made.has_value()) made = DescribeReply(*read, name, generation, mode);
+  if (!made.has_value()) {
+    // The device's provider may have to run a probe, or wait for one.
+    if (mode == ReadMode::kCachedOnly && !dram_->AnswersWithoutWaiting()) {
+      return std::nullopt;
+    }
+    made = DescribeReply(*read, name, generation, mode);
+  }
   *reply = grpc::ByteBuffer(&*made, 1);
   return log.Finish(absl::OkStatus());
 }
@@ -861,6 +874,7 @@ std::vector<std::string> ArtifactServiceImpl::DescribeRunning() const {
   const absl::Time now = absl::Now();
   std::vector<std::string> lines;
   running_.ForEach([&](const RequestLog& running) {
+    if (running.finished()) return;  // answered; its reply on its way
     lines.push_back(absl::StrCat(
         running.method(),
         " artifact=", LogValue(running.artifact(), kMaxEchoBytes),

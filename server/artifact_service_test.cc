@@ -3,6 +3,7 @@
 #include "server/artifact_service.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -47,11 +48,31 @@ struct Call {
   grpc::Status status;
 };
 
+// A device provider whose answer a test gives; it counts the times asked.
+class TestProvider final : public DramProvider {
+ public:
+  explicit TestProvider(std::function<absl::StatusOr<DramChoice>()> answer)
+      : answer_(std::move(answer)) {}
+  absl::StatusOr<DramChoice> ForNpu(absl::string_view) override {
+    ++asked;
+    return answer_();
+  }
+  DeviceReport Report() override { return {}; }
+  uint64_t AnswersGeneration() override { return generation.load(); }
+
+  std::atomic<int> asked{0};
+  std::atomic<uint64_t> generation{0};  // 0: asked every time
+
+ private:
+  const std::function<absl::StatusOr<DramChoice>()> answer_;
+};
+
 // The service over a store holding the synthetic artifact "tiny", served
 // in-process, its request log kept in log_.
 class InProcessServiceTest : public ::testing::Test {
  protected:
-  // What the store is opened with.
+  // What the store is opened with; device_provider_, when set, is its
+  // device provider.
   virtual StoreOptions Options() = 0;
 
   void SetUp() override {
@@ -64,8 +85,10 @@ class InProcessServiceTest : public ::testing::Test {
     absl::StatusOr<SynthResult> made =
         WriteSyntheticArtifact(Env::Default(), spec, tmp_.Join("tiny"));
     ASSERT_TRUE(made.ok()) << made.status();
+    StoreOptions options = Options();
+    options.device_provider = device_provider_.get();
     absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
-        ArtifactStore::Open(tmp_.path(), Options());
+        ArtifactStore::Open(tmp_.path(), std::move(options));
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = *std::move(store);
     absl::StatusOr<std::unique_ptr<Authenticator>> auth =
@@ -102,6 +125,7 @@ class InProcessServiceTest : public ::testing::Test {
 
   rbln::testing::TempDir tmp_;
   std::ostringstream log_;
+  std::unique_ptr<TestProvider> device_provider_;  // outlives store_
   std::shared_ptr<spdlog::logger> previous_logger_;
   std::unique_ptr<ArtifactStore> store_;
   std::unique_ptr<Authenticator> auth_;
@@ -116,17 +140,16 @@ class InProcessServiceTest : public ::testing::Test {
 class ReadQueueTest : public InProcessServiceTest {
  protected:
   StoreOptions Options() override {
-    StoreOptions options;
     // A read that reaches the device waits here until Release(): it stands
     // for one that waits for the disk, and holds its reader thread.
-    options.device_resolver =
-        [this](const Artifact&) -> absl::StatusOr<DramChoice> {
-      absl::MutexLock lock(&mu_);
-      ++holding_;
-      mu_.Await(absl::Condition(&released_));
-      return absl::UnavailableError("no device in this test");
-    };
-    return options;
+    device_provider_ =
+        std::make_unique<TestProvider>([this]() -> absl::StatusOr<DramChoice> {
+          absl::MutexLock lock(&mu_);
+          ++holding_;
+          mu_.Await(absl::Condition(&released_));
+          return absl::UnavailableError("no device in this test");
+        });
+    return StoreOptions();
   }
 
   void TearDown() override {
@@ -255,11 +278,11 @@ class DescribeReplyTest : public InProcessServiceTest {
     // Every read is kept at once, so that the second Describe is the
     // cache's.
     options.artifact_cache_racy_window = absl::ZeroDuration();
-    options.device_resolver =
-        [this](const Artifact&) -> absl::StatusOr<DramChoice> {
-      absl::MutexLock lock(&mu_);
-      return choice_;
-    };
+    device_provider_ =
+        std::make_unique<TestProvider>([this]() -> absl::StatusOr<DramChoice> {
+          absl::MutexLock lock(&mu_);
+          return choice_;
+        });
     return options;
   }
 
@@ -422,23 +445,20 @@ TEST_F(DescribeReplyTest, BytesThatAreNoRequestAreRefusedAndLogged) {
       << log_.str();
 }
 
-// A device resolver that numbers its answers (StoreOptions::device_generation,
-// as the daemon's DramProvider does): a kept reply is sent without asking it.
+// A device provider that numbers its answers (AnswersGeneration, as the
+// daemon's do): a kept reply is sent without asking it.
 class DeviceGenerationTest : public DescribeReplyTest {
  protected:
   StoreOptions Options() override {
     StoreOptions options = DescribeReplyTest::Options();
-    options.device_resolver =
-        [this, asked = options.device_resolver](const Artifact& artifact) {
-          ++asked_;
-          return asked(artifact);
-        };
-    options.device_generation = [this] { return generation_.load(); };
+    device_provider_->generation = 5;
     return options;
   }
 
-  std::atomic<int> asked_{0};
-  std::atomic<uint64_t> generation_{5};
+  int asked() const { return device_provider_->asked.load(); }
+  void SetGeneration(uint64_t generation) {
+    device_provider_->generation = generation;
+  }
 };
 
 TEST_F(DeviceGenerationTest, AKeptReplyIsSentWithoutAskingTheDevice) {
@@ -447,32 +467,32 @@ TEST_F(DeviceGenerationTest, AKeptReplyIsSentWithoutAskingTheDevice) {
   const v1::DescribeArtifactResponse first = Describe();
   EXPECT_EQ(first.dram_source(), "the first device");
   EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
-  EXPECT_EQ(asked_.load(), 2);
+  EXPECT_EQ(asked(), 2);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
   }
-  EXPECT_EQ(asked_.load(), 2);
+  EXPECT_EQ(asked(), 2);
 
   // The answers change, and their generation with them.
   absl::StatusOr<DeviceSpec> spec = LookupDeviceSpec("RBLN-CA12");
   ASSERT_TRUE(spec.ok());
   SetChoice(DramChoice{*spec, "another device", {}});
-  generation_ = 6;
+  SetGeneration(6);
   EXPECT_EQ(Describe().dram_source(), "another device");
   EXPECT_EQ(Describe().dram_source(), "another device");
-  EXPECT_EQ(asked_.load(), 3);
+  EXPECT_EQ(asked(), 3);
 
   // A new generation with the same answer: asked once, then kept again.
-  generation_ = 7;
+  SetGeneration(7);
   EXPECT_EQ(Describe().dram_source(), "another device");
   EXPECT_EQ(Describe().dram_source(), "another device");
-  EXPECT_EQ(asked_.load(), 4);
+  EXPECT_EQ(asked(), 4);
 
   // A resolver that cannot say (0) is asked every time.
-  generation_ = 0;
+  SetGeneration(0);
   EXPECT_EQ(Describe().dram_source(), "another device");
   EXPECT_EQ(Describe().dram_source(), "another device");
-  EXPECT_EQ(asked_.load(), 6);
+  EXPECT_EQ(asked(), 6);
 }
 
 // A read's line is logged once its reply has been sent, and only then; an

@@ -198,15 +198,19 @@ LogField LogField::Bool(absl::string_view key, bool value) {
 
 void LogEvent(spdlog::level::level_enum level,
               absl::Span<const absl::string_view> message,
-              absl::Span<const LogField> fields) {
+              absl::Span<const LogField> fields, absl::Time when) {
   spdlog::logger* logger = spdlog::default_logger_raw();
   if (!logger->should_log(level)) return;
+  const spdlog::log_clock::time_point time = when == absl::InfinitePast()
+                                                 ? spdlog::log_clock::now()
+                                                 : absl::ToChronoTime(when);
   // Every request writes a line: the thread's buffer keeps its capacity.
   thread_local std::string line;
   line.clear();
   if (g_format.load() == LogFormat::kText) {
     AppendLogfmt(fields, &line);
-    logger->log(level, spdlog::string_view_t(line.data(), line.size()));
+    logger->log(time, spdlog::source_loc{}, level,
+                spdlog::string_view_t(line.data(), line.size()));
     return;
   }
   // The members "message" and the fields, without the braces around them.
@@ -221,7 +225,7 @@ void LogEvent(spdlog::level::level_enum level,
   for (const LogField& field : fields) WriteField(writer, field);
   writer.EndObject();
   const absl::string_view members(buffer.GetString() + 1, buffer.GetSize() - 2);
-  logger->log(spdlog::source_loc{kJsonMembersSource, 0, nullptr}, level,
+  logger->log(time, spdlog::source_loc{kJsonMembersSource, 0, nullptr}, level,
               spdlog::string_view_t(members.data(), members.size()));
 }
 

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "core/text.h"
 #include "spdlog/spdlog.h"
@@ -66,10 +67,12 @@ struct LogField {
 
 // Logs `fields` at `level`: as "key=value ..." in text, as keys of the JSON
 // object in json, with the pieces of `message` joined as its "message" (only
-// JSON shows it: a text line is its fields).
+// JSON shows it: a text line is its fields). The line's time is `when`
+// (InfinitePast: now).
 void LogEvent(spdlog::level::level_enum level,
               absl::Span<const absl::string_view> message,
-              absl::Span<const LogField> fields);
+              absl::Span<const LogField> fields,
+              absl::Time when = absl::InfinitePast());
 
 }  // namespace rbln
 

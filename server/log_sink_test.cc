@@ -10,12 +10,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/civil_time.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
 #include "server/log_format.h"
+#include "spdlog/pattern_formatter.h"
 #include "spdlog/spdlog.h"
 
 namespace rbln {
@@ -263,6 +265,32 @@ TEST(BatchingLogSinkTest, AJsonEventIsFormattedOnTheSinksThread) {
   EXPECT_EQ(line["duration_ms"].GetInt64(), 3);
   ASSERT_TRUE(line.HasMember("written") && line["written"].IsBool());
   EXPECT_FALSE(line["written"].GetBool());
+}
+
+// A line logged after the fact (a read's, once its reply is sent) carries
+// the time it is about, not the time it was logged.
+TEST(BatchingLogSinkTest, AnEventGivenATimeIsStampedWithIt) {
+  LogFile file;
+  auto sink = std::make_shared<BatchingLogSink>(BatchingLogSink::Options{
+      .fd = file.fd(), .linger = absl::Milliseconds(1)});
+  auto logger = std::make_shared<spdlog::logger>("test", sink);
+  logger->set_formatter(std::make_unique<spdlog::pattern_formatter>(
+      "%Y-%m-%d %H:%M:%S|%v", spdlog::pattern_time_type::utc));
+  const std::shared_ptr<spdlog::logger> before = spdlog::default_logger();
+  spdlog::set_default_logger(logger);
+  const absl::Time when = absl::FromCivil(
+      absl::CivilSecond(2001, 2, 3, 4, 5, 6), absl::UTCTimeZone());
+  LogEvent(spdlog::level::info, {"GetKvcacheNumBlocks", " ", "OK"},
+           {LogField::Word("method", "GetKvcacheNumBlocks")}, when);
+  LogEvent(spdlog::level::info, {"GetKvcacheNumBlocks", " ", "OK"},
+           {LogField::Word("method", "DescribeArtifact")});
+  const std::vector<std::string> lines = AwaitLines(file, 2);
+  spdlog::set_default_logger(before);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "2001-02-03 04:05:06|method=GetKvcacheNumBlocks");
+  // Without one: when it was logged.
+  EXPECT_THAT(lines[1], ::testing::Not(::testing::StartsWith("2001-")));
+  EXPECT_THAT(lines[1], ::testing::EndsWith("|method=DescribeArtifact"));
 }
 
 TEST(BatchingLogSinkTest, TwoSinksOnOneThreadKeepTheirPatterns) {

@@ -890,13 +890,7 @@ int main(int argc, char** argv) {
   }
   store_options.external_codec = external_codec.get();
   store_options.old_version_grace = absl::Seconds(old_version_grace_s);
-  rbln::DramProvider* dram_ptr = dram.get();
-  store_options.device_resolver = [dram_ptr](const rbln::Artifact& artifact) {
-    return dram_ptr->ForNpu(artifact.npu());
-  };
-  store_options.device_generation = [dram_ptr] {
-    return dram_ptr->AnswersGeneration();
-  };
+  store_options.device_provider = dram.get();
   absl::StatusOr<std::unique_ptr<rbln::ArtifactStore>> store =
       rbln::ArtifactStore::Open(store_dir, std::move(store_options));
   if (!store.ok()) {

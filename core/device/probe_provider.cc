@@ -1,5 +1,6 @@
 #include "core/device/probe_provider.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -197,12 +198,18 @@ class ProbeProvider : public DramProvider {
   }
 
   // Moves with every probe (at most once per cache_ttl); 0 once the last
-  // one is stale, since the next ForNpu probes again.
+  // one is stale, since the next ForNpu probes again. Without the lock,
+  // which a probe holds for seconds and every Describe would contend for:
+  // the probe that replaces the answer clears the generation first, then
+  // sets when the new one goes stale, then the new generation (each
+  // generation is new), so an equal generation read before and after the
+  // time goes with it.
   uint64_t AnswersGeneration() override {
-    if (!mu_.TryLock()) return 0;  // a probe is running
-    const uint64_t generation = IsFresh() ? probes_ : 0;
-    mu_.Unlock();
-    return generation;
+    const uint64_t generation = generation_.load();
+    if (generation == 0) return 0;
+    const absl::Time stale_at = absl::FromUnixNanos(stale_at_ns_.load());
+    if (generation_.load() != generation) return 0;
+    return options_.clock() < stale_at ? generation : 0;
   }
 
   bool AnswersWithoutWaiting() override {
@@ -232,9 +239,11 @@ class ProbeProvider : public DramProvider {
         spdlog::warn("device probe failed; using the spec table: {}", summary);
       }
     }
+    generation_.store(0);
     cached_ = fresh;
     probed_at_ = options_.clock();
-    ++probes_;
+    stale_at_ns_.store(absl::ToUnixNanos(probed_at_ + options_.cache_ttl));
+    generation_.store(++probes_);
     return fresh;
   }
 
@@ -291,7 +300,10 @@ class ProbeProvider : public DramProvider {
   absl::Mutex mu_;
   std::optional<Probe> cached_ ABSL_GUARDED_BY(mu_);
   absl::Time probed_at_ ABSL_GUARDED_BY(mu_);
-  uint64_t probes_ ABSL_GUARDED_BY(mu_) = 0;  // cached_'s generation
+  uint64_t probes_ ABSL_GUARDED_BY(mu_) = 0;
+  // cached_'s generation and when it goes stale (AnswersGeneration).
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> stale_at_ns_{0};
 };
 
 }  // namespace

@@ -655,17 +655,18 @@ std::shared_ptr<ArtifactStore::LockEntry> ArtifactStore::Entry(
   return entry;
 }
 
+DramProvider* ArtifactStore::device_provider() const {
+  return options_.device_provider != nullptr ? options_.device_provider
+                                             : spec_table_.get();
+}
+
 absl::StatusOr<DramChoice> ArtifactStore::DeviceFor(
     const Artifact& artifact) const {
-  if (options_.device_resolver) return options_.device_resolver(artifact);
-  return spec_table_->ForNpu(artifact.npu());
+  return device_provider()->ForNpu(artifact.npu());
 }
 
 uint64_t ArtifactStore::DeviceGeneration() const {
-  if (options_.device_resolver) {
-    return options_.device_generation ? options_.device_generation() : 0;
-  }
-  return spec_table_->AnswersGeneration();
+  return device_provider()->AnswersGeneration();
 }
 
 absl::StatusOr<std::vector<FileStat>> ArtifactStore::StatArtifactPath(

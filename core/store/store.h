@@ -68,11 +68,6 @@ namespace rbln {
 // The state directory under the store root (locks); never an artifact.
 inline constexpr char kStateDirName[] = ".rbln-artifactd";
 
-// Which device figures apply to an artifact (by default the spec table's
-// entry for the artifact's target NPU).
-using DeviceResolver =
-    std::function<absl::StatusOr<DramChoice>(const Artifact& artifact)>;
-
 // A directory of existing artifacts that the store reads, and copies from
 // into the store, but never changes (`--read-only-root [NAME=]DIR`).
 struct ReadOnlyRootSpec {
@@ -86,9 +81,9 @@ struct ReadOnlyRootSpec {
 absl::StatusOr<ReadOnlyRootSpec> ParseReadOnlyRoot(absl::string_view text);
 
 struct StoreOptions {
-  DeviceResolver device_resolver;  // empty: the spec table
-  // The resolver's DramProvider::AnswersGeneration (0, or empty: unknown).
-  std::function<uint64_t()> device_generation;
+  // Which device figures apply to an artifact: the provider's for the
+  // artifact's target NPU. Not owned; null: the spec table.
+  DramProvider* device_provider = nullptr;
   // Read-only roots: symbolic links inside them are followed when they
   // resolve beneath the same root (a Hugging Face cache links snapshot files
   // into its blob directory); nothing is ever written inside one, and the
@@ -316,6 +311,7 @@ class ArtifactStore {
   uint64_t DeviceGeneration() const;
 
  private:
+  DramProvider* device_provider() const;
   struct LockEntry;
   class ArtifactLock;
   class WriterLease;
