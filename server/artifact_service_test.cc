@@ -500,31 +500,25 @@ TEST_F(DeviceGenerationTest, AKeptReplyIsSentWithoutAskingTheDevice) {
 using ReadLogTest = DescribeReplyTest;
 
 TEST_F(ReadLogTest, EveryReadIsOneLineAnErrorBeforeItsReply) {
-  {
+  const auto get = [this](const std::string& name,
+                          v1::GetKvcacheNumBlocksResponse* reply) {
     grpc::ClientContext context;
     v1::GetKvcacheNumBlocksRequest request;
-    request.set_artifact("missing");
-    v1::GetKvcacheNumBlocksResponse reply;
-    const grpc::Status status =
-        stub_->GetKvcacheNumBlocks(&context, request, &reply);
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
-    // No call runs now: the line was logged before the reply.
-    EXPECT_EQ(LinesWith("method=GetKvcacheNumBlocks artifact=\"missing\" "
-                        "caller=\"anonymous\" role=reader "
-                        "outcome=NOT_FOUND"),
-              1)
-        << log_.str();
-  }
+    request.set_artifact(name);
+    return stub_->GetKvcacheNumBlocks(&context, request, reply);
+  };
+  v1::GetKvcacheNumBlocksResponse reply;
+  EXPECT_EQ(get("missing", &reply).error_code(), grpc::StatusCode::NOT_FOUND);
+  // No call runs now: the line was logged before the reply.
+  EXPECT_EQ(LinesWith("method=GetKvcacheNumBlocks artifact=\"missing\" "
+                      "caller=\"anonymous\" role=reader outcome=NOT_FOUND"),
+            1)
+      << log_.str();
   // The first of each reads the files on a reader thread, after an attempt
   // that found nothing cached (and logs nothing); the second is the
   // cache's, answered on gRPC's thread.
   for (int i = 0; i < 2; ++i) {
-    grpc::ClientContext context;
-    v1::GetKvcacheNumBlocksRequest request;
-    request.set_artifact("tiny");
-    v1::GetKvcacheNumBlocksResponse reply;
-    const grpc::Status status =
-        stub_->GetKvcacheNumBlocks(&context, request, &reply);
+    const grpc::Status status = get("tiny", &reply);
     EXPECT_TRUE(status.ok()) << status.error_message();
     EXPECT_EQ(reply.artifact(), "tiny");
   }

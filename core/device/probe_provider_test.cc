@@ -93,6 +93,14 @@ class ProbeProviderTest : public ::testing::Test {
     return options;
   }
 
+  // An ATOM host's probe whose answers serve for 5 s of `clock`.
+  std::unique_ptr<DramProvider> CachingAtomProvider(FakeClock* clock) {
+    ProbeOptions options = Options(FakePrinting("rbln-smi-atom-ca12.txt"));
+    options.cache_ttl = absl::Seconds(5);
+    options.clock = [clock]() { return clock->Now(); };
+    return NewProbeProvider(options);
+  }
+
   // A short timeout, so that a fake that hangs costs little.
   ProbeOptions HangingOptions(const std::string& tool) {
     ProbeOptions options = Options(tool);
@@ -367,10 +375,7 @@ TEST_F(ProbeProviderTest, AToolNameIsLookedUpOnTheSearchPath) {
 
 TEST_F(ProbeProviderTest, AnswersAreCachedForTheTtl) {
   FakeClock clock;
-  ProbeOptions options = Options(FakePrinting("rbln-smi-atom-ca12.txt"));
-  options.cache_ttl = absl::Seconds(5);
-  options.clock = [&clock]() { return clock.Now(); };
-  std::unique_ptr<DramProvider> provider = NewProbeProvider(options);
+  std::unique_ptr<DramProvider> provider = CachingAtomProvider(&clock);
   ASSERT_TRUE(provider->ForNpu("RBLN-CA12").ok());
   provider->Report();
   clock.Advance(absl::Seconds(4));
@@ -384,10 +389,7 @@ TEST_F(ProbeProviderTest, AnswersAreCachedForTheTtl) {
 // A caller that must not block asks first: only a fresh answer is at hand.
 TEST_F(ProbeProviderTest, AnswersWithoutWaitingOnlyWhileTheAnswerIsFresh) {
   FakeClock clock;
-  ProbeOptions options = Options(FakePrinting("rbln-smi-atom-ca12.txt"));
-  options.cache_ttl = absl::Seconds(5);
-  options.clock = [&clock]() { return clock.Now(); };
-  std::unique_ptr<DramProvider> provider = NewProbeProvider(options);
+  std::unique_ptr<DramProvider> provider = CachingAtomProvider(&clock);
   EXPECT_FALSE(provider->AnswersWithoutWaiting());  // never probed
   ASSERT_TRUE(provider->ForNpu("RBLN-CA12").ok());
   EXPECT_TRUE(provider->AnswersWithoutWaiting());
@@ -400,10 +402,7 @@ TEST_F(ProbeProviderTest, AnswersWithoutWaitingOnlyWhileTheAnswerIsFresh) {
 // A caller may keep what it made from an answer while the generation stays.
 TEST_F(ProbeProviderTest, TheGenerationMovesWithEveryProbe) {
   FakeClock clock;
-  ProbeOptions options = Options(FakePrinting("rbln-smi-atom-ca12.txt"));
-  options.cache_ttl = absl::Seconds(5);
-  options.clock = [&clock]() { return clock.Now(); };
-  std::unique_ptr<DramProvider> provider = NewProbeProvider(options);
+  std::unique_ptr<DramProvider> provider = CachingAtomProvider(&clock);
   EXPECT_EQ(provider->AnswersGeneration(), 0u);  // never probed
   ASSERT_TRUE(provider->ForNpu("RBLN-CA12").ok());
   const uint64_t first = provider->AnswersGeneration();
