@@ -11,7 +11,8 @@ Runs `cpack -G DEB` in the build directory (cmake/Install.cmake), unpacks the
     line, and its --help and --version run from there (without rebel,
     --version names PYTHONPATH);
   * the control file: the package's name and version, and Depends naming
-    Debian packages this machine has (dpkg-shlibdeps' libraries, adduser);
+    Debian packages this machine has (dpkg-shlibdeps' libraries, adduser),
+    among them the package of every shared library a program links;
   * `cmake --install --prefix DIR` (no package): the unit's ExecStart names
     DIR/sbin/rbln-artifactd, and the sysusers.d file is there;
   * the maintainer scripts: postinst creates the rbln-artifactd system user
@@ -90,7 +91,7 @@ def build_package(cpack, build_dir, out_dir):
     return debs[0]
 
 
-def check_control(deb, version):
+def check_control(deb, version, root):
     fields = run(["dpkg-deb", "-f", deb, "Package", "Version", "Depends"])
     check(fields.returncode == 0, f"dpkg-deb -f: {fields.stderr}")
     control = dict(line.split(": ", 1)
@@ -102,14 +103,41 @@ def check_control(deb, version):
     depends = control.get("Depends", "")
     names = [re.split(r"[\s(]", alternative.strip())[0]
              for dep in depends.split(",") for alternative in dep.split("|")]
-    for wanted in (r"libc6", r"libgrpc\+\+[0-9.]+", r"libprotobuf[0-9]+",
-                   r"adduser"):
+    # gRPC, protobuf and Abseil are linked into rbln-artifactd and
+    # rbln-artifact (cmake/StaticGrpc.cmake); OpenSSL stays shared, and
+    # rbln-artifact-synth links protobuf shared.
+    for wanted in (r"libc6", r"libssl3", r"libprotobuf[0-9]+", r"adduser"):
         check(any(re.fullmatch(wanted, name) for name in names),
               f"Depends has no {wanted}: {depends}")
     for name in names:
         known = run(["dpkg-query", "-W", "-f=${Status}", name])
         check(known.returncode == 0 and "installed" in known.stdout,
               f"Depends names {name}, which dpkg does not know here")
+    # Every shared library a packaged program links (its own NEEDED
+    # entries; theirs come with their packages) is from a package Depends
+    # names.
+    for program, directory in PROGRAMS.items():
+        path = os.path.join(root, directory, program)
+        needed = re.findall(r"NEEDED\s+(\S+)",
+                            run(["objdump", "-p", path]).stdout)
+        found = dict(re.findall(r"^\s*(\S+) => (/\S+)",
+                                run(["ldd", path]).stdout, re.M))
+        check(needed, f"objdump -p {path} lists no NEEDED libraries")
+        for soname in needed:
+            library = found.get(soname, soname)
+            owner = run(["dpkg", "-S", os.path.realpath(library)])
+            if owner.returncode != 0:
+                owner = run(["dpkg", "-S", library])
+            package = owner.stdout.split(":", 1)[0]
+            # Depends may name what the package provides (libspdlog1.10
+            # provides libspdlog1.10-fmt9).
+            provides = run(["dpkg-query", "-W", "-f=${Provides}", package])
+            offered = {package, *(re.split(r"[\s(]", item.strip())[0]
+                                  for item in provides.stdout.split(","))}
+            check(owner.returncode == 0 and offered & set(names),
+                  f"{program} links {soname} ({library}, from "
+                  f"{package or 'no package'}), which Depends does not "
+                  f"name: {depends}")
 
 
 def check_programs(root, bin_dir):
@@ -405,7 +433,7 @@ def main():
         unpacked = run(["dpkg-deb", "-x", deb, root])
         if unpacked.returncode != 0:
             sys.exit(f"dpkg-deb -x {deb}: {unpacked.stderr}")
-        check_control(deb, os.environ["RBLN_EXPECTED_VERSION"])
+        check_control(deb, os.environ["RBLN_EXPECTED_VERSION"], root)
         check_programs(root, os.environ["RBLN_BIN_DIR"])
         check_files(root, os.environ.get("RBLN_MAN_PAGES") == "ON")
         check_codec(root)
