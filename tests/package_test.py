@@ -12,7 +12,9 @@ Runs `cpack -G DEB` in the build directory (cmake/Install.cmake), unpacks the
     --version names PYTHONPATH);
   * the control file: the package's name and version, and Depends naming
     Debian packages this machine has (dpkg-shlibdeps' libraries, adduser),
-    among them the package of every shared library a program links;
+    among them the package of every shared library a program links (and,
+    linked against gRPC's archives, none of gRPC, protobuf or Abseil in the
+    daemon and the CLI);
   * `cmake --install --prefix DIR` (no package): the unit's ExecStart names
     DIR/sbin/rbln-artifactd, and the sysusers.d file is there;
   * the maintainer scripts: postinst creates the rbln-artifactd system user
@@ -103,9 +105,8 @@ def check_control(deb, version, root):
     depends = control.get("Depends", "")
     names = [re.split(r"[\s(]", alternative.strip())[0]
              for dep in depends.split(",") for alternative in dep.split("|")]
-    # gRPC, protobuf and Abseil are linked into rbln-artifactd and
-    # rbln-artifact (cmake/StaticGrpc.cmake); OpenSSL stays shared, and
-    # rbln-artifact-synth links protobuf shared.
+    # OpenSSL is shared in every build; rbln-artifact-synth links protobuf
+    # shared.
     for wanted in (r"libc6", r"libssl3", r"libprotobuf[0-9]+", r"adduser"):
         check(any(re.fullmatch(wanted, name) for name in names),
               f"Depends has no {wanted}: {depends}")
@@ -113,31 +114,62 @@ def check_control(deb, version, root):
         known = run(["dpkg-query", "-W", "-f=${Status}", name])
         check(known.returncode == 0 and "installed" in known.stdout,
               f"Depends names {name}, which dpkg does not know here")
-    # Every shared library a packaged program links (its own NEEDED
-    # entries; theirs come with their packages) is from a package Depends
-    # names.
     for program, directory in PROGRAMS.items():
-        path = os.path.join(root, directory, program)
-        needed = re.findall(r"NEEDED\s+(\S+)",
-                            run(["objdump", "-p", path]).stdout)
-        found = dict(re.findall(r"^\s*(\S+) => (/\S+)",
-                                run(["ldd", path]).stdout, re.M))
-        check(needed, f"objdump -p {path} lists no NEEDED libraries")
-        for soname in needed:
-            library = found.get(soname, soname)
-            owner = run(["dpkg", "-S", os.path.realpath(library)])
-            if owner.returncode != 0:
-                owner = run(["dpkg", "-S", library])
-            package = owner.stdout.split(":", 1)[0]
-            # Depends may name what the package provides (libspdlog1.10
-            # provides libspdlog1.10-fmt9).
+        check_links(os.path.join(root, directory, program), program, names,
+                    depends)
+
+
+# What the daemon and the CLI must not load when linked against gRPC's
+# archives (cmake/StaticGrpc.cmake).
+ARCHIVED = re.compile(r"lib(grpc|gpr|upb|address_sorting|protobuf|absl_|re2)")
+
+
+def owners(library):
+    """The packages that own `library` (a path), by dpkg -S, which knows
+    a merged-/usr file by either spelling."""
+    for path in dict.fromkeys([library, os.path.realpath(library)]):
+        found = run(["dpkg", "-S", path])
+        packages = [package.split(":")[0].strip()
+                    for line in found.stdout.splitlines()
+                    if ": " in line and not line.startswith("diversion ")
+                    for package in line.split(": ", 1)[0].split(",")]
+        if found.returncode == 0 and packages:
+            return packages
+    return []
+
+
+def check_links(path, program, names, depends):
+    """Every shared library `program` links (its own NEEDED entries; theirs
+    come with their packages) is from a package Depends names, or one such
+    a package provides (libspdlog1.10 provides libspdlog1.10-fmt9); with
+    gRPC's archives, the daemon and the CLI link none of gRPC, protobuf or
+    Abseil."""
+    header = run(["objdump", "-p", path]).stdout
+    needed = re.findall(r"NEEDED\s+(\S+)", header)
+    check(needed, f"objdump -p {path} lists no NEEDED libraries")
+    loaded = run(["ldd", path]).stdout
+    found = dict(re.findall(r"^\s*(\S+) => (/\S+)", loaded, re.M))
+    interpreter = re.search(r"\s(/\S*ld-linux\S*)", loaded)
+    if interpreter:
+        found.setdefault(os.path.basename(interpreter.group(1)),
+                         interpreter.group(1))
+    if (os.environ.get("RBLN_GRPC_ARCHIVES") == "ON" and
+            program != "rbln-artifact-synth"):
+        shared = [soname for soname in needed if ARCHIVED.match(soname)]
+        check(not shared, f"{program} is linked against gRPC's archives "
+                          f"(cmake/StaticGrpc.cmake) but links {shared}")
+    for soname in needed:
+        library = found.get(soname)
+        packages = owners(library) if library else []
+        offered = set(packages)
+        for package in packages:
             provides = run(["dpkg-query", "-W", "-f=${Provides}", package])
-            offered = {package, *(re.split(r"[\s(]", item.strip())[0]
-                                  for item in provides.stdout.split(","))}
-            check(owner.returncode == 0 and offered & set(names),
-                  f"{program} links {soname} ({library}, from "
-                  f"{package or 'no package'}), which Depends does not "
-                  f"name: {depends}")
+            offered.update(re.split(r"[\s(]", item.strip())[0]
+                           for item in provides.stdout.split(","))
+        check(offered & set(names),
+              f"{program} links {soname} ({library or 'not found by ldd'}, "
+              f"from {', '.join(packages) or 'no package'}), which Depends "
+              f"does not name: {depends}")
 
 
 def check_programs(root, bin_dir):
@@ -420,6 +452,7 @@ def main():
     missing = [tool for tool, path in (
         ("cpack", cpack), ("dpkg-deb", shutil.which("dpkg-deb")),
         ("dpkg-shlibdeps", shutil.which("dpkg-shlibdeps")),
+        ("objdump", shutil.which("objdump")),
         ("file", shutil.which("file"))) if not path or not os.path.exists(path)]
     if missing:
         print(f"SKIP: {', '.join(missing)} not found; deploy/install-deps.sh "
