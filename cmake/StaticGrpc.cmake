@@ -30,7 +30,8 @@ if(RBLN_STATIC_GRPC AND NOT RBLN_SANITIZE AND NOT RBLN_FUZZ)
   set(RBLN_LINK_GRPC_ARCHIVES ${RBLN_GRPC_PC_FOUND})
   if(NOT RBLN_GRPC_PC_FOUND)
     message(WARNING "gRPC is linked shared: pkg-config knows no grpc++ or "
-                    "protobuf (-DRBLN_STATIC_GRPC=OFF says so on purpose)")
+                    "protobuf (configure with -DRBLN_STATIC_GRPC=OFF to link "
+                    "shared without this warning)")
   endif()
   set(rbln_grpc_archives grpc++_reflection ${RBLN_GRPC_PC_STATIC_LIBRARIES})
   list(REMOVE_ITEM rbln_grpc_archives atomic dl rt pthread m ssl crypto cares
@@ -39,8 +40,9 @@ if(RBLN_STATIC_GRPC AND NOT RBLN_SANITIZE AND NOT RBLN_FUZZ)
   foreach(lib IN LISTS rbln_grpc_archives)
     find_library(rbln_archive_${lib} NAMES lib${lib}.a NO_CACHE)
     if(NOT rbln_archive_${lib})
-      message(WARNING "gRPC is linked shared: no lib${lib}.a "
-                      "(-DRBLN_STATIC_GRPC=OFF says so on purpose)")
+      message(WARNING "gRPC is linked shared: no lib${lib}.a (configure "
+                      "with -DRBLN_STATIC_GRPC=OFF to link shared without "
+                      "this warning)")
       set(RBLN_LINK_GRPC_ARCHIVES OFF)
     endif()
   endforeach()
