@@ -125,13 +125,14 @@ absl::StatusOr<std::shared_ptr<const ContainerFacts>> InspectCached(
   if (cache != nullptr) {
     if (auto facts = cache->Find(codec_name, id)) return facts;
   }
+  const absl::Time start = absl::Now();
   RBLN_ASSIGN_OR_RETURN(ContainerFacts facts, codec->Inspect(env, path));
   auto shared = std::make_shared<const ContainerFacts>(std::move(facts));
   if (cache != nullptr) {
     // Kept only when the file did not change while it was read.
     absl::StatusOr<FileStat> after = env->Stat(path);
     if (after.ok() && FileIdentity::Of(*after) == id) {
-      cache->Insert(codec_name, id, shared);
+      cache->Insert(codec_name, id, shared, start);
     }
   }
   return shared;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/core_metrics.h"
 #include "core/format/container.h"
+#include "core/format/inspect_cache.h"
 
 namespace rbln {
 namespace {
@@ -24,9 +25,9 @@ bool SameDir(const DirStats& now, const DirStats& seen) {
   return true;
 }
 
-// Changed at or after `threshold_ns` (or in the future).
-bool IsRacy(const FileStat& st, int64_t threshold_ns) {
-  return st.mtime_ns >= threshold_ns || st.ctime_ns >= threshold_ns;
+// Changed at or after `threshold` (or in the future).
+bool IsRacy(const FileStat& st, absl::Time threshold) {
+  return FileIdentity::Of(st).ChangedSince(threshold);
 }
 
 std::string GraphFileName(absl::string_view graph) {
@@ -36,10 +37,11 @@ std::string GraphFileName(absl::string_view graph) {
 // An estimate of the memory a config holds once parsed.
 uint64_t ConfigBytes(const RblnConfig& config) {
   uint64_t bytes = sizeof(RblnConfig) + config.cls_name.size() +
-                   config.attn_impl.size() + config.npu.size() +
-                   config.decoder_submodule.size();
+                   config.attn_impl.size() + config.metas_key.size() +
+                   config.npu.size() + config.decoder_submodule.size();
   for (const KvcacheMeta& meta : config.kvcache_metas) {
-    bytes += sizeof(meta) + meta.name.size();
+    bytes += sizeof(meta) + meta.name.size() + meta.layer_type.size() +
+             meta.dtype.size() + meta.shape.size() * sizeof(int64_t);
   }
   for (const std::string& phase : config.phases) bytes += 32 + phase.size();
   return bytes + config.decoder_batch_sizes.size() * sizeof(uint64_t);
@@ -195,7 +197,7 @@ std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
 void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
                            uint64_t bytes, absl::Span<const FileStat> read_dirs,
                            absl::Time read_start) {
-  const int64_t threshold = absl::ToUnixNanos(read_start - racy_window_);
+  const absl::Time threshold = read_start - racy_window_;
   const auto not_kept = [](CacheNotKept why) {
     CountArtifactCacheNotKept(why);
   };

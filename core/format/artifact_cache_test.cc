@@ -382,7 +382,7 @@ TEST_F(ArtifactCacheWriterTest,
 // mapping do not change: a graph open for writing is inspected afresh and
 // its facts are not kept.
 TEST_F(ArtifactCacheWriterTest, AGraphOpenForWritingBypassesTheInspectCache) {
-  InspectCache inspect;
+  InspectCache inspect(InspectCache::kDefaultMaxBytes, absl::ZeroDuration());
   SharedMapping mapping(JoinPath(dir_, "prefill.rbln"));
   absl::StatusOr<Artifact> artifact =
       Artifact::Open(env_, dir_, {.inspect_cache = &inspect});
@@ -432,7 +432,7 @@ TEST(ArtifactCacheTmpfsTest, NothingReadFromATmpfsIsKept) {
   absl::StatusOr<ArtifactSummary> summary = ReadArtifactSummary(env, dir);
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_TRUE(summary->may_change_unseen);
-  InspectCache inspect;
+  InspectCache inspect(InspectCache::kDefaultMaxBytes, absl::ZeroDuration());
   absl::StatusOr<Artifact> artifact =
       Artifact::Open(env, dir, {.inspect_cache = &inspect});
   ASSERT_TRUE(artifact.ok()) << artifact.status();

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/env.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
@@ -208,7 +210,8 @@ TEST_F(ArtifactTest, VerifyPayloadCatchesAFlippedPayloadByte) {
 }
 
 TEST_F(ArtifactTest, TheInspectCacheServesUnchangedFilesWithoutReadingThem) {
-  InspectCache cache;
+  // No racy window: the files were written just now.
+  InspectCache cache(InspectCache::kDefaultMaxBytes, absl::ZeroDuration());
   ASSERT_TRUE(OpenStatus({.inspect_cache = &cache}).ok());
   EXPECT_EQ(cache.hits(), 0u);
   EXPECT_EQ(cache.size(), 2u);  // prefill and decoder_batch_2
@@ -222,6 +225,23 @@ TEST_F(ArtifactTest, TheInspectCacheServesUnchangedFilesWithoutReadingThem) {
   EXPECT_EQ(OpenStatus({.inspect_cache = &cache}).code(),
             absl::StatusCode::kDataLoss);
   EXPECT_EQ(cache.hits(), 3u);  // decoder_batch_2 only
+}
+
+// Graphs written within the racy window before an open are inspected again
+// at each open (a same-size rewrite within one tick of a coarse clock would
+// keep their identity), and kept once they have been still for that long.
+TEST_F(ArtifactTest, TheInspectCacheKeepsOnlyGraphsStillForTheRacyWindow) {
+  const absl::Duration window = absl::Milliseconds(300);
+  InspectCache cache(InspectCache::kDefaultMaxBytes, window);
+  ASSERT_TRUE(OpenStatus({.inspect_cache = &cache}).ok());
+  ASSERT_TRUE(OpenStatus({.inspect_cache = &cache}).ok());
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(cache.hits(), 0u);
+  absl::SleepFor(window + absl::Milliseconds(50));
+  ASSERT_TRUE(OpenStatus({.inspect_cache = &cache}).ok());
+  EXPECT_EQ(cache.size(), 2u);  // prefill and decoder_batch_2
+  ASSERT_TRUE(OpenStatus({.inspect_cache = &cache}).ok());
+  EXPECT_EQ(cache.hits(), 2u);
 }
 
 TEST_F(ArtifactTest, AFileNoCodecReadsSaysHowToConfigureOne) {

@@ -35,7 +35,15 @@ std::shared_ptr<const ContainerFacts> InspectCache::Find(
 }
 
 void InspectCache::Insert(const std::string& codec, const FileIdentity& id,
-                          std::shared_ptr<const ContainerFacts> facts) {
+                          std::shared_ptr<const ContainerFacts> facts,
+                          absl::Time inspect_start) {
+  constexpr int64_t kSecond = 1'000'000'000;
+  const bool whole_seconds =
+      id.mtime_ns % kSecond == 0 && id.ctime_ns % kSecond == 0;
+  if (id.ChangedSince(inspect_start - (whole_seconds ? kWholeSecondsRacyWindow
+                                                     : racy_window_))) {
+    return;
+  }
   const uint64_t bytes = FactsBytes(*facts);
   absl::MutexLock lock(&mu_);
   entries_.Insert(Key{id.device, id.inode}, Entry{codec, id, std::move(facts)},

@@ -15,6 +15,19 @@
 // out. rbln_config.json is not cached here (the artifact cache,
 // artifact_cache.h, keeps parsed configs while their files stay the same).
 //
+// Racy files, as in the artifact cache: a file rewritten at the same size
+// within one tick of the clock its file system stamps times from keeps its
+// identity. So facts are kept only for a file that last changed at least a
+// tick before its inspection began; one changed later is inspected again at
+// each open until it has been still for that long. The tick is taken from
+// the file's times: where both are whole seconds, the file system stamps
+// seconds (FAT stamps 2 s; ext4 with 128-byte inodes and many NFS servers
+// 1 s), and the window is kWholeSecondsRacyWindow; otherwise `racy_window`
+// (Linux stamps from its coarse clock: a jiffy, 1 to 10 ms). Shorter than
+// the artifact cache's 2 s, so that an artifact described soon after it was
+// copied in is not loaded again by an external codec, which can take
+// seconds per file.
+//
 // Bounded: least recently used entries go once the facts held exceed
 // `max_bytes` (an estimate of their size in memory).
 //
@@ -29,6 +42,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/env.h"
 #include "core/format/codec.h"
 #include "core/lru_by_bytes.h"
@@ -50,19 +64,34 @@ struct FileIdentity {
     return device == o.device && inode == o.inode && size == o.size &&
            mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns;
   }
+  // Whether the file's data or status changed at or after `time`.
+  bool ChangedSince(absl::Time time) const {
+    const int64_t ns = absl::ToUnixNanos(time);
+    return mtime_ns >= ns || ctime_ns >= ns;
+  }
 };
 
 class InspectCache {
  public:
   static constexpr uint64_t kDefaultMaxBytes = uint64_t{64} << 20;
-  explicit InspectCache(uint64_t max_bytes = kDefaultMaxBytes)
-      : entries_(max_bytes) {}
+  // Twice the longest jiffy (HZ=100), for times with a fraction of a second.
+  static constexpr absl::Duration kDefaultRacyWindow = absl::Milliseconds(20);
+  // For times in whole seconds: FAT's 2 s tick, and then some.
+  static constexpr absl::Duration kWholeSecondsRacyWindow = absl::Seconds(3);
+
+  explicit InspectCache(uint64_t max_bytes = kDefaultMaxBytes,
+                        absl::Duration racy_window = kDefaultRacyWindow)
+      : racy_window_(racy_window), entries_(max_bytes) {}
 
   // The facts `codec` gave for the file `id` names, or null.
   std::shared_ptr<const ContainerFacts> Find(const std::string& codec,
                                              const FileIdentity& id);
+  // Keeps the facts `codec` gave for `id`, from an inspection that began
+  // at `inspect_start` (CLOCK_REALTIME, which file times are stamped
+  // from), unless the file is racy (above).
   void Insert(const std::string& codec, const FileIdentity& id,
-              std::shared_ptr<const ContainerFacts> facts);
+              std::shared_ptr<const ContainerFacts> facts,
+              absl::Time inspect_start);
   // Drops what is held for the file `id` names (its device and inode).
   void Erase(const FileIdentity& id);
   // Drops everything.
@@ -80,6 +109,7 @@ class InspectCache {
   };
   using Key = std::pair<uint64_t, uint64_t>;  // (device, inode)
 
+  const absl::Duration racy_window_;
   mutable absl::Mutex mu_;
   LruByBytes<Key, Entry> entries_ ABSL_GUARDED_BY(mu_);
   uint64_t hits_ ABSL_GUARDED_BY(mu_) = 0;

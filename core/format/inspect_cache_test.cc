@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 
 namespace rbln {
@@ -20,6 +21,9 @@ std::shared_ptr<const ContainerFacts> Facts(const std::string& npu,
   return facts;
 }
 
+// When the inspections below began: long after their files last changed.
+const absl::Time kLongAgo = absl::FromUnixSeconds(1000);
+
 FileIdentity Id(uint64_t inode, int64_t mtime = 1, uint64_t size = 100) {
   return {.device = 7,
           .inode = inode,
@@ -30,7 +34,7 @@ FileIdentity Id(uint64_t inode, int64_t mtime = 1, uint64_t size = 100) {
 
 TEST(InspectCacheTest, ServesOnlyTheSameFileAsInspectedByTheSameCodec) {
   InspectCache cache;
-  cache.Insert("built-in", Id(1), Facts("RBLN-CA12"));
+  cache.Insert("built-in", Id(1), Facts("RBLN-CA12"), kLongAgo);
   ASSERT_NE(cache.Find("built-in", Id(1)), nullptr);
   EXPECT_EQ(cache.Find("built-in", Id(1))->npu, "RBLN-CA12");
   // Changed contents, a changed inode (ctime), a replaced file, another
@@ -45,8 +49,8 @@ TEST(InspectCacheTest, ServesOnlyTheSameFileAsInspectedByTheSameCodec) {
 
 TEST(InspectCacheTest, ANewerInspectionOfTheSameInodeReplacesTheOld) {
   InspectCache cache;
-  cache.Insert("built-in", Id(1), Facts("old"));
-  cache.Insert("built-in", Id(1, 2), Facts("new"));
+  cache.Insert("built-in", Id(1), Facts("old"), kLongAgo);
+  cache.Insert("built-in", Id(1, 2), Facts("new"), kLongAgo);
   EXPECT_EQ(cache.size(), 1u);
   EXPECT_EQ(cache.Find("built-in", Id(1)), nullptr);
   ASSERT_NE(cache.Find("built-in", Id(1, 2)), nullptr);
@@ -55,8 +59,8 @@ TEST(InspectCacheTest, ANewerInspectionOfTheSameInodeReplacesTheOld) {
 
 TEST(InspectCacheTest, EraseDropsTheFileItNames) {
   InspectCache cache;
-  cache.Insert("built-in", Id(1), Facts("a"));
-  cache.Insert("built-in", Id(2), Facts("b"));
+  cache.Insert("built-in", Id(1), Facts("a"), kLongAgo);
+  cache.Insert("built-in", Id(2), Facts("b"), kLongAgo);
   cache.Erase(Id(1));
   cache.Erase(Id(3));  // not held: nothing happens
   EXPECT_EQ(cache.size(), 1u);
@@ -68,7 +72,7 @@ TEST(InspectCacheTest, LeastRecentlyUsedEntriesGoPastTheBound) {
   // Room for a few small entries only.
   InspectCache cache(/*max_bytes=*/3 * 1024);
   for (uint64_t inode = 1; inode <= 100; ++inode) {
-    cache.Insert("built-in", Id(inode), Facts("x"));
+    cache.Insert("built-in", Id(inode), Facts("x"), kLongAgo);
     // The first stays in use, so it stays.
     ASSERT_NE(cache.Find("built-in", Id(1)), nullptr) << inode;
   }
@@ -77,8 +81,40 @@ TEST(InspectCacheTest, LeastRecentlyUsedEntriesGoPastTheBound) {
   EXPECT_EQ(cache.Find("built-in", Id(2)), nullptr);
   EXPECT_NE(cache.Find("built-in", Id(100)), nullptr);
   // Facts larger than the whole bound are not kept at all.
-  cache.Insert("built-in", Id(500), Facts("huge", 1000));
+  cache.Insert("built-in", Id(500), Facts("huge", 1000), kLongAgo);
   EXPECT_EQ(cache.Find("built-in", Id(500)), nullptr);
+}
+
+// A file rewritten at the same size within one tick of a coarse clock keeps
+// its identity: facts of a file that changed within the racy window before
+// the inspection began are not kept, whichever of its times is recent; for
+// times in whole seconds the window is seconds long.
+TEST(InspectCacheTest, AFileChangedWithinTheRacyWindowIsNotKept) {
+  InspectCache cache;  // 20 ms, or 3 s for whole seconds
+  const absl::Time start = absl::FromUnixSeconds(1000);
+  const auto ago = [&](absl::Duration d) {
+    return absl::ToUnixNanos(start - d);
+  };
+  const auto kept = [&](uint64_t inode, int64_t mtime, int64_t ctime) {
+    FileIdentity id = Id(inode, mtime);
+    id.ctime_ns = ctime;
+    cache.Insert("built-in", id, Facts("x"), start);
+    return cache.Find("built-in", id) != nullptr;
+  };
+  const int64_t fraction = 1234567;  // not a whole second
+  EXPECT_FALSE(kept(1, ago(absl::Milliseconds(10)) + fraction,
+                    ago(absl::Milliseconds(10)) + fraction));
+  EXPECT_TRUE(kept(2, ago(absl::Milliseconds(50)) + fraction,
+                   ago(absl::Milliseconds(50)) + fraction));
+  // The status changed lately (a chmod, a hard link), the data long ago.
+  EXPECT_FALSE(kept(3, ago(absl::Seconds(60)) + fraction,
+                    ago(absl::Milliseconds(5)) + fraction));
+  // Changed after the inspection began.
+  EXPECT_FALSE(kept(4, ago(-absl::Seconds(1)) + fraction,
+                    ago(-absl::Seconds(1)) + fraction));
+  // Whole seconds: a file system that stamps seconds (FAT: 2).
+  EXPECT_FALSE(kept(5, ago(absl::Seconds(2)), ago(absl::Seconds(2))));
+  EXPECT_TRUE(kept(6, ago(absl::Seconds(4)), ago(absl::Seconds(4))));
 }
 
 }  // namespace

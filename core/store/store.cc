@@ -593,7 +593,8 @@ absl::Status ArtifactStore::RemoveDebris() {
             if (!busy.ok()) continue;
             spdlog::warn(
                 "recovery: removing staging directory {} left by an "
-                "interrupted commit of {}",
+                "interrupted commit of {}, or an old version of it that a "
+                "crash or kill left waiting out its grace period",
                 LogValue(PathOf(rel)), LogValue(artifact));
             RemoveStagingTree(env_, PathOf(rel));
             recovered_.push_back(rel);
