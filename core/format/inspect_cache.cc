@@ -40,7 +40,8 @@ void InspectCache::Insert(const std::string& codec, const FileIdentity& id,
   constexpr int64_t kSecond = 1'000'000'000;
   const bool whole_seconds =
       id.mtime_ns % kSecond == 0 && id.ctime_ns % kSecond == 0;
-  if (id.ChangedSince(inspect_start - (whole_seconds ? kWholeSecondsRacyWindow
+  if (racy_window_ > absl::ZeroDuration() &&
+      id.ChangedSince(inspect_start - (whole_seconds ? kWholeSecondsRacyWindow
                                                      : racy_window_))) {
     return;
   }

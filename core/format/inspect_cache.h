@@ -26,7 +26,10 @@
 // (Linux stamps from its coarse clock: a jiffy, 1 to 10 ms). Shorter than
 // the artifact cache's 2 s, so that an artifact described soon after it was
 // copied in is not loaded again by an external codec, which can take
-// seconds per file.
+// seconds per file. A zero `racy_window` keeps every file (tests). On a
+// network file system the server stamps the times: a server clock behind
+// ours by more than the window defeats the rule (as it does the artifact
+// cache's).
 //
 // Bounded: least recently used entries go once the facts held exceed
 // `max_bytes` (an estimate of their size in memory).
@@ -87,8 +90,8 @@ class InspectCache {
   std::shared_ptr<const ContainerFacts> Find(const std::string& codec,
                                              const FileIdentity& id);
   // Keeps the facts `codec` gave for `id`, from an inspection that began
-  // at `inspect_start` (CLOCK_REALTIME, which file times are stamped
-  // from), unless the file is racy (above).
+  // at `inspect_start` (CLOCK_REALTIME, which a local file system stamps
+  // file times from), unless the file is racy (above).
   void Insert(const std::string& codec, const FileIdentity& id,
               std::shared_ptr<const ContainerFacts> facts,
               absl::Time inspect_start);
