@@ -167,6 +167,7 @@ struct RawFlags {
   std::string output_dir;
   bool replace = false;
   bool dry_run = false;
+  bool force = false;
   uint64_t expect = 0;
   bool verify = false;
   std::string server;
@@ -188,6 +189,7 @@ struct RawFlags {
   CLI::Option* replace_opt = nullptr;
   CLI::Option* dry_run_opt = nullptr;
   CLI::Option* expect_opt = nullptr;
+  CLI::Option* force_opt = nullptr;
   CLI::Option* verify_opt = nullptr;
   CLI::Option* server_opt = nullptr;
 };
@@ -214,9 +216,12 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
       app.add_option("--set-memory-budget", f.budget,
                      OptionHelp("Resize to the largest block count that fits "
                                 "BUDGET: a fraction of the NPU's available "
-                                "DRAM (0.8, .8), a percentage (80%), or bytes "
-                                "per device (10GB, 10GiB, 80B; a bare number "
-                                "is bytes only from 1048576 up)"))
+                                "DRAM (0.8, 1.0), a percentage (80%), or bytes "
+                                "per device (10GB, 10GiB, 80B; KB, MB, GB, TB "
+                                "are binary as in optimum-rbln-cli, so 10GB = "
+                                "10GiB; a bare number is bytes only from "
+                                "1048576 up, and a bare 1 is refused: it is "
+                                "one byte to optimum-rbln-cli)"))
           ->type_name("BUDGET")
           ->group(ops);
   f.describe_opt =
@@ -272,7 +277,7 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
   const std::string writing =
       "Writing (with --set-kvcache-num-blocks or --set-memory-budget)";
   f.output_dir_opt =
-      app.add_option("--output-dir", f.output_dir,
+      app.add_option("-o,--output-dir", f.output_dir,
                      OptionHelp("Write a full resized copy to DIR (a new "
                                 "directory) and leave the source untouched"))
           ->type_name("DIR")
@@ -293,6 +298,14 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
                                 "unless the current count is N"))
           ->type_name("N")
           ->check(CheckPositiveInteger)
+          ->group(writing);
+  f.force_opt =
+      app.add_flag("--force", f.force,
+                   OptionHelp("With --set-kvcache-num-blocks: write a count "
+                              "that does not fit the device's available DRAM "
+                              "(refused otherwise), with a warning; never "
+                              "below the minimum, past --expect or "
+                              "--replace"))
           ->group(writing);
 
   const std::string other = "Connection and output";
@@ -408,6 +421,13 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   if (f.replace_opt->count() > 0 && f.output_dir_opt->count() == 0) {
     return UsageError("--replace needs --output-dir DIR");
   }
+  if (f.force_opt->count() > 0 && o.operation != Operation::kSet) {
+    return UsageError(absl::StrCat(
+        "--force goes only with --set-kvcache-num-blocks, not with ", op_flag,
+        o.operation == Operation::kFitBudget
+            ? " (the count a budget fits always fits the device)"
+            : ""));
+  }
   if (f.verify_opt->count() > 0 && o.operation != Operation::kDescribe &&
       !IsWriter(o.operation)) {
     return UsageError(absl::StrCat(
@@ -504,6 +524,7 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   o.output_dir = f.output_dir;
   o.replace = f.replace;
   o.dry_run = f.dry_run;
+  o.force = f.force;
   if (f.expect_opt->count() > 0) o.expected_current = f.expect;
   o.verify = f.verify;
   o.json = f.json;
@@ -517,6 +538,7 @@ v1::WriteOptions BuildWriteOptions(const CliOptions& options,
   w.set_replace(options.replace);
   w.set_dry_run(options.dry_run);
   w.set_verify(options.verify);
+  w.set_force(options.force);
   if (options.expected_current.has_value()) {
     w.set_expected_current(*options.expected_current);
   }
@@ -746,8 +768,27 @@ absl::StatusOr<std::string> ResolveArtifactPath(absl::string_view path,
   return absl::StrCat("/", absl::StrJoin(parts, "/"));
 }
 
+std::string PythonAbsolutePath(absl::string_view path, absl::string_view cwd) {
+  // POSIX, and so pathlib, keeps a root of exactly two slashes.
+  const bool double_root =
+      absl::StartsWith(path, "//") && !absl::StartsWith(path, "///");
+  std::vector<absl::string_view> parts;
+  if (!absl::StartsWith(path, "/")) {
+    parts = absl::StrSplit(cwd, '/', absl::SkipEmpty());
+  }
+  for (absl::string_view part : absl::StrSplit(path, '/', absl::SkipEmpty())) {
+    if (part != ".") parts.push_back(part);
+  }
+  return absl::StrCat(double_root ? "//" : "/", absl::StrJoin(parts, "/"));
+}
+
 absl::StatusOr<CliOptions> ResolvePaths(CliOptions options,
                                         absl::string_view cwd) {
+  if (IsWriter(options.operation) && IsLocalServer(options.server)) {
+    options.written_dir = PythonAbsolutePath(
+        options.output_dir.empty() ? options.model_id : options.output_dir,
+        cwd);
+  }
   if (!options.model_id.empty()) {
     absl::StatusOr<std::string> model_id =
         ResolveArtifactPath(options.model_id, options.server, cwd);
@@ -798,20 +839,40 @@ std::string FormatGet(const v1::GetKvcacheNumBlocksResponse& reply) {
   return absl::StrCat(reply.kvcache_num_blocks(), "\n");
 }
 
-std::string FormatResize(const v1::ResizeResponse& reply, bool dry_run) {
-  std::string text =
+ResizeOutput FormatResize(const CliOptions& options,
+                          const v1::ResizeResponse& reply) {
+  ResizeOutput output;
+  if (options.operation == Operation::kFitBudget) {
+    output.out =
+        absl::StrCat("memory_budget ", options.budget,
+                     " fits kvcache_num_blocks=", reply.new_num_blocks(), "\n");
+  }
+  const std::string change =
       absl::StrCat("kvcache_num_blocks: ", reply.previous_num_blocks(), " -> ",
                    reply.new_num_blocks());
-  if (dry_run) {
-    absl::StrAppend(&text, " (dry run: nothing written)");
-  } else if (!reply.written()) {
-    absl::StrAppend(&text, " (unchanged)");
-  } else if (!reply.output_dir().empty()) {
-    absl::StrAppend(&text, " (written to ", reply.output_dir(), ")");
+  if (options.dry_run) {
+    absl::StrAppend(&output.out, change, " (dry run: nothing written)\n");
+  } else {
+    const std::string dir =
+        !options.written_dir.empty()
+            ? options.written_dir
+            : absl::StrCat(reply.store(), "/",
+                           reply.output_dir().empty() ? reply.artifact()
+                                                      : reply.output_dir());
+    absl::StrAppend(&output.out, "Set kvcache_num_blocks to ",
+                    reply.new_num_blocks(), " for artifact at ", dir, "\n");
+    output.err = change;
+    if (!reply.written()) {
+      absl::StrAppend(&output.err, " (unchanged: nothing was written)");
+    } else if (!reply.output_dir().empty()) {
+      absl::StrAppend(&output.err, " (written to ", reply.output_dir(), ")");
+    }
+    output.err += "\n";
   }
-  text += "\n";
-  if (reply.has_fit()) text += FormatFit(reply.fit(), reply.new_num_blocks());
-  return text;
+  if (reply.has_fit()) {
+    output.err += FormatFit(reply.fit(), reply.new_num_blocks());
+  }
+  return output;
 }
 
 std::string FormatDescribe(const v1::DescribeArtifactResponse& reply) {

@@ -59,7 +59,13 @@ struct CliOptions {
   std::string output_dir;  // empty: in place
   bool replace = false;
   bool dry_run = false;
+  bool force = false;  // kSet only
   std::optional<uint64_t> expected_current;
+  // The directory a write changes, as optimum-rbln-cli prints it
+  // (PythonAbsolutePath of --output-dir, else of --model-id), for a local
+  // server; "" for a remote one (the reply's store and name say it). Set by
+  // ResolvePaths.
+  std::string written_dir;
   bool verify = false;  // kDescribe and writers
   bool json = false;
   // A TCP --server only (a Unix socket's peer is known by its uid). TLS is
@@ -112,7 +118,13 @@ absl::StatusOr<std::string> ResolveArtifactPath(absl::string_view path,
                                                 absl::string_view server,
                                                 absl::string_view cwd);
 
-// `options` with --model-id and --output-dir resolved by ResolveArtifactPath.
+// `path` as Python's pathlib.Path(path).absolute() prints it, with `cwd`
+// the working directory (a physical path): joined to `cwd` unless absolute,
+// "." components, empty ones and a trailing '/' dropped, ".." kept.
+std::string PythonAbsolutePath(absl::string_view path, absl::string_view cwd);
+
+// `options` with --model-id and --output-dir resolved by ResolveArtifactPath,
+// and written_dir set.
 absl::StatusOr<CliOptions> ResolvePaths(CliOptions options,
                                         absl::string_view cwd);
 
@@ -130,11 +142,22 @@ rbln::artifact::v1::DescribeArtifactRequest BuildDescribeRequest(
 // Human output (stdout).
 // The bare count and a newline, as optimum-rbln-cli prints it.
 std::string FormatGet(const rbln::artifact::v1::GetKvcacheNumBlocksResponse&);
-// "kvcache_num_blocks: OLD -> NEW" with a suffix for dry runs, no-ops and
-// output directories; for a budget fit a second line with the budget and
-// the bucket that limited the count.
-std::string FormatResize(const rbln::artifact::v1::ResizeResponse& reply,
-                         bool dry_run);
+// What a write prints. On stdout exactly optimum-rbln-cli's lines, so that
+// a script parsing them works unchanged: for a budget "memory_budget B fits
+// kvcache_num_blocks=T" (B as given), then "Set kvcache_num_blocks to T for
+// artifact at DIR" (DIR: options.written_dir, else the reply's store joined
+// with the name written); a dry run prints "kvcache_num_blocks: P -> T (dry
+// run: nothing written)" instead of the Set line. On stderr what this client
+// tells beyond that: "kvcache_num_blocks: P -> T" with a suffix for no-ops
+// and output directories (not for a dry run: that line is on stdout), and
+// for a budget the budget and the bucket that limited the count, and where
+// the DRAM figures came from.
+struct ResizeOutput {
+  std::string out;
+  std::string err;
+};
+ResizeOutput FormatResize(const CliOptions& options,
+                          const rbln::artifact::v1::ResizeResponse& reply);
 std::string FormatDescribe(
     const rbln::artifact::v1::DescribeArtifactResponse& reply);
 std::string FormatList(const rbln::artifact::v1::ListArtifactsResponse& reply);

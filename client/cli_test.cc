@@ -214,7 +214,7 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{{"--set-memory-budget", "0", "--model-id", "a"},
                   {"\"0\" is zero: budgets are positive"}},
         UsageCase{{"--set-memory-budget", "10G", "--model-id", "a"},
-                  {"did you mean 10GB or 10GiB?"}},
+                  {"did you mean 10GB?"}},
         UsageCase{{"--set-memory-budget", "-1", "--model-id", "a"},
                   {"\"-1\" is negative: budgets are positive"}},
         UsageCase{{"--set-memory-budget", "--dry-run", "--model-id", "a"},
@@ -439,24 +439,92 @@ TEST(FormatTest, GetPrintsTheBareNumber) {
   EXPECT_EQ(FormatGet(reply), "128\n");
 }
 
-TEST(FormatTest, ResizeLines) {
+// optimum-rbln-cli's stdout lines, exactly; what this client tells beyond
+// them on stderr.
+TEST(FormatTest, ResizeLinesAreOptimumRblnsOnStdout) {
+  CliOptions set;
+  set.operation = Operation::kSet;
+  set.written_dir = "/home/me/llama";
   v1::ResizeResponse reply;
+  reply.set_artifact("llama");
   reply.set_previous_num_blocks(64);
   reply.set_new_num_blocks(128);
   reply.set_written(true);
-  EXPECT_EQ(FormatResize(reply, false), "kvcache_num_blocks: 64 -> 128\n");
-  EXPECT_EQ(FormatResize(reply, /*dry_run=*/true),
+  ResizeOutput output = FormatResize(set, reply);
+  EXPECT_EQ(output.out,
+            "Set kvcache_num_blocks to 128 for artifact at /home/me/llama\n");
+  EXPECT_EQ(output.err, "kvcache_num_blocks: 64 -> 128\n");
+
+  CliOptions dry = set;
+  dry.dry_run = true;
+  output = FormatResize(dry, reply);
+  EXPECT_EQ(output.out,
             "kvcache_num_blocks: 64 -> 128 (dry run: nothing written)\n");
+  EXPECT_EQ(output.err, "");
+
+  // Over TCP: the daemon's store joined with the name written.
+  CliOptions remote = set;
+  remote.written_dir.clear();
+  reply.set_store("/var/lib/rbln-artifactd");
   reply.set_output_dir("team/llama-128");
-  EXPECT_EQ(FormatResize(reply, false),
+  output = FormatResize(remote, reply);
+  EXPECT_EQ(output.out,
+            "Set kvcache_num_blocks to 128 for artifact at "
+            "/var/lib/rbln-artifactd/team/llama-128\n");
+  EXPECT_EQ(output.err,
             "kvcache_num_blocks: 64 -> 128 (written to team/llama-128)\n");
 
   v1::ResizeResponse unchanged;
   unchanged.set_previous_num_blocks(64);
   unchanged.set_new_num_blocks(64);
   unchanged.set_written(false);
-  EXPECT_EQ(FormatResize(unchanged, false),
-            "kvcache_num_blocks: 64 -> 64 (unchanged)\n");
+  output = FormatResize(set, unchanged);
+  EXPECT_EQ(output.out,
+            "Set kvcache_num_blocks to 64 for artifact at /home/me/llama\n");
+  EXPECT_EQ(output.err,
+            "kvcache_num_blocks: 64 -> 64 (unchanged: nothing was written)\n");
+}
+
+TEST(FormatTest, ABudgetPrintsItsLineAsGivenFirst) {
+  CliOptions fit;
+  fit.operation = Operation::kFitBudget;
+  fit.budget = "10GB";
+  fit.written_dir = "/srv/a";
+  v1::ResizeResponse reply;
+  reply.set_previous_num_blocks(16);
+  reply.set_new_num_blocks(35);
+  reply.set_written(true);
+  EXPECT_EQ(FormatResize(fit, reply).out,
+            "memory_budget 10GB fits kvcache_num_blocks=35\n"
+            "Set kvcache_num_blocks to 35 for artifact at /srv/a\n");
+  fit.dry_run = true;
+  EXPECT_EQ(FormatResize(fit, reply).out,
+            "memory_budget 10GB fits kvcache_num_blocks=35\n"
+            "kvcache_num_blocks: 16 -> 35 (dry run: nothing written)\n");
+}
+
+TEST(PathTest, PythonAbsolutePathIsPathlibs) {
+  const struct {
+    const char* path;
+    const char* expected;
+  } cases[] = {
+      {"llama", "/home/me/llama"},
+      {"./llama", "/home/me/llama"},
+      {"a/./b/", "/home/me/a/b"},
+      {"a//b", "/home/me/a/b"},
+      {".", "/home/me"},
+      {"../x", "/home/me/../x"},
+      {"a/../b", "/home/me/a/../b"},
+      {"/srv/./x/", "/srv/x"},
+      {"/", "/"},
+      {"//srv/x", "//srv/x"},
+      {"///srv/x", "/srv/x"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.path);
+    EXPECT_EQ(PythonAbsolutePath(c.path, "/home/me"), c.expected);
+  }
+  EXPECT_EQ(PythonAbsolutePath("x", "/"), "/x");
 }
 
 TEST(FormatTest, FitNamesTheBudgetAndTheLimitingBucket) {
@@ -490,8 +558,11 @@ TEST(FormatTest, FitNamesTheBudgetAndTheLimitingBucket) {
       dram_source: "spec table"
     }
   )pb");
+  CliOptions fit;
+  fit.operation = Operation::kFitBudget;
+  fit.budget = "0.8";
   std::vector<std::string> lines =
-      absl::StrSplit(FormatResize(reply, false), '\n', absl::SkipEmpty());
+      absl::StrSplit(FormatResize(fit, reply).err, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_EQ(lines[0], "kvcache_num_blocks: 16 -> 35");
   EXPECT_EQ(lines[1],
@@ -502,7 +573,8 @@ TEST(FormatTest, FitNamesTheBudgetAndTheLimitingBucket) {
 
   reply.mutable_fit()->set_limiting_bucket(-1);
   reply.set_new_num_blocks(64);
-  EXPECT_THAT(FormatResize(reply, true),
+  fit.dry_run = true;
+  EXPECT_THAT(FormatResize(fit, reply).err,
               HasSubstr("the full count of 64 blocks fits\n"));
 }
 

@@ -170,8 +170,9 @@ int RunResize(const CliOptions& options,
     return ReportCallFailure(options, context, status, out, err);
   }
   err << FormatWarnings(reply.warnings());
-  return PrintReply(reply, FormatResize(reply, options.dry_run), options.json,
-                    out, err);
+  const ResizeOutput human = FormatResize(options, reply);
+  if (!options.json) err << human.err;
+  return PrintReply(reply, human.out, options.json, out, err);
 }
 
 }  // namespace

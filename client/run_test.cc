@@ -292,7 +292,8 @@ TEST_F(RunCommandTest, WriteDrawsProgressOnATerminal) {
   EXPECT_EQ(Run({"--set-kvcache-num-blocks", "128", "--model-id", "llama"},
                 /*terminal=*/true),
             kExitOk);
-  EXPECT_EQ(out_, "kvcache_num_blocks: 64 -> 128\n");
+  EXPECT_EQ(out_,
+            "Set kvcache_num_blocks to 128 for artifact at /srv/store/llama\n");
   std::string id = service_.set_request().options().operation_id();
   EXPECT_EQ(id.size(), 32u);
   EXPECT_TRUE(std::all_of(id.begin(), id.end(), [](char c) {
@@ -305,7 +306,7 @@ TEST_F(RunCommandTest, WriteDrawsProgressOnATerminal) {
                                "1.00 / 2.00 GiB"));
   // The bar is cleared before the warnings are printed.
   EXPECT_THAT(err_, EndsWith("\r\033[Kwarning: 128 is above the compiled "
-                             "count 64\n"));
+                             "count 64\nkvcache_num_blocks: 64 -> 128\n"));
 }
 
 TEST_F(RunCommandTest, NoProgressWhenNotATerminal) {
@@ -315,7 +316,11 @@ TEST_F(RunCommandTest, NoProgressWhenNotATerminal) {
   EXPECT_EQ(service_.set_request().options().operation_id(), "");
   EXPECT_EQ(service_.set_request().options().output_dir(), "/srv/store/out");
   EXPECT_THAT(service_.progress_ids(), IsEmpty());
-  EXPECT_EQ(err_, "warning: 128 is above the compiled count 64\n");
+  EXPECT_EQ(out_,
+            "Set kvcache_num_blocks to 128 for artifact at /srv/store/out\n");
+  EXPECT_EQ(err_,
+            "warning: 128 is above the compiled count 64\n"
+            "kvcache_num_blocks: 64 -> 128\n");
 }
 
 TEST_F(RunCommandTest, DescribeSendsVerifyAndPrintsWarnings) {

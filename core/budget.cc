@@ -2,12 +2,14 @@
 
 #include <cassert>
 #include <limits>
+#include <utility>
 
 #include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "core/status_macros.h"
@@ -30,16 +32,24 @@ struct Unit {
   absl::string_view name;
   uint64_t bytes;
 };
+// KB, MB, GB, TB as optimum-rbln's parse_byte_size reads them, in
+// runtime_utils.py's _BYTE_UNITS: binary.
 constexpr Unit kUnits[] = {
     {"B", 1},
-    {"KB", uint64_t{1000}},
-    {"MB", uint64_t{1000} * 1000},
-    {"GB", uint64_t{1000} * 1000 * 1000},
-    {"TB", uint64_t{1000} * 1000 * 1000 * 1000},
+    {"KB", uint64_t{1} << 10},
+    {"MB", uint64_t{1} << 20},
+    {"GB", uint64_t{1} << 30},
+    {"TB", uint64_t{1} << 40},
     {"KiB", uint64_t{1} << 10},
     {"MiB", uint64_t{1} << 20},
     {"GiB", uint64_t{1} << 30},
     {"TiB", uint64_t{1} << 40},
+};
+constexpr Unit kDecimalUnits[] = {
+    {"KB", uint64_t{1000}},
+    {"MB", uint64_t{1000} * 1000},
+    {"GB", uint64_t{1000} * 1000 * 1000},
+    {"TB", uint64_t{1000} * 1000 * 1000 * 1000},
 };
 
 uint64_t Pow10(int exponent) {
@@ -48,7 +58,13 @@ uint64_t Pow10(int exponent) {
   return result;
 }
 
-const Unit* FindUnit(absl::string_view name) {
+const Unit* FindUnit(absl::string_view name,
+                     ByteUnits units = ByteUnits::kBinary) {
+  if (units == ByteUnits::kDecimal) {
+    for (const Unit& unit : kDecimalUnits) {
+      if (absl::EqualsIgnoreCase(name, unit.name)) return &unit;
+    }
+  }
   for (const Unit& unit : kUnits) {
     if (absl::EqualsIgnoreCase(name, unit.name)) return &unit;
   }
@@ -61,12 +77,14 @@ absl::Status InvalidBudget(absl::string_view text, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat(
       "memory budget \"", Echo(text), "\" ", problem,
       "; a budget is a fraction in (0, 1] like 0.8, a percentage in (0, 100] "
-      "like 80%, or bytes with a unit like 10GB or 10GiB (units B, KB, MB, GB, "
-      "TB, KiB, MiB, GiB, TiB, case-insensitive)"));
+      "like 80%, or bytes with a unit like 10GB (units B, KB, MB, GB, TB, "
+      "KiB, MiB, GiB, TiB, case-insensitive; binary, as optimum-rbln-cli "
+      "reads them: 10GB = 10GiB = 10 x 2^30 bytes)"));
 }
 
-// The near misses of a unit, as people type them: "10G" for 10GB or 10GiB,
-// "10Gi" for 10GiB, "10bytes" for 10B. Returns " (did you mean ...?)" or "".
+// The near misses of a unit, as people type them: "10G" for 10GB (the same
+// as 10GiB), "10Gi" for 10GiB, "10bytes" for 10B. Returns " (did you mean
+// ...?)" or "".
 std::string UnitHint(absl::string_view number, absl::string_view unit) {
   const auto prefix = [](char c) {
     c = absl::ascii_toupper(static_cast<unsigned char>(c));
@@ -74,8 +92,7 @@ std::string UnitHint(absl::string_view number, absl::string_view unit) {
   };
   if (unit.size() == 1 && prefix(unit[0]) != '\0') {
     return absl::StrCat(" (did you mean ", number,
-                        std::string(1, prefix(unit[0])), "B or ", number,
-                        std::string(1, prefix(unit[0])), "iB?)");
+                        std::string(1, prefix(unit[0])), "B?)");
   }
   if (unit.size() == 2 && prefix(unit[0]) != '\0' &&
       absl::ascii_tolower(static_cast<unsigned char>(unit[1])) == 'i') {
@@ -96,12 +113,22 @@ std::string UnknownUnit(absl::string_view number, absl::string_view unit) {
 
 // n / 10^scale with common factors of ten removed, so that "0.8", "0.80" and
 // "80%" give the same numerator and denominator.
-MemoryBudget DecimalFraction(absl::uint128 n, int scale) {
+std::pair<uint64_t, uint64_t> ReducedDecimal(absl::uint128 n, int scale) {
   while (scale > 0 && n % 10 == 0) {
     n /= 10;
     --scale;
   }
-  return MemoryBudget::Fraction(absl::Uint128Low64(n), Pow10(scale));
+  return {absl::Uint128Low64(n), Pow10(scale)};
+}
+
+// `number` (digits with at most one point, as ScanDecimal accepted it) as
+// Python's float() reads it: the nearest double.
+double NearestDouble(absl::string_view number) {
+  double value = 0;
+  const bool parsed = absl::SimpleAtod(number, &value);
+  assert(parsed);
+  (void)parsed;
+  return value;
 }
 
 // "150323855360 bytes (140.0 GiB)": exact, with a rounded GiB figure for
@@ -233,14 +260,27 @@ absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
       return refuse(absl::StrCat("has more than ", kMaxPercentDigits,
                                  " fractional digits in a percentage"));
     }
-    return DecimalFraction(scaled, scale + 2);
+    // optimum-rbln: float(text[:-1]) / 100.
+    return FractionOfText(ReducedDecimal(scaled, scale + 2),
+                          NearestDouble(number) / 100.0);
   }
 
   if (rest.empty()) {
     if (decimal->whole_too_large) {
       return refuse("is too large: a byte count must fit in 64 bits");
     }
-    if (scaled <= Pow10(scale)) return DecimalFraction(scaled, scale);
+    if (!decimal->has_point && decimal->whole == 1) {
+      // optimum-rbln-cli parses the budget as JSON first: 1 is an int, so
+      // bytes. Reading it as all of the DRAM would be a silent difference.
+      return refuse(absl::StrCat(
+          "is refused: `", number,
+          "` is one byte to optimum-rbln-cli; write 1.0 or 100% for all of "
+          "the DRAM, or 1B"));
+    }
+    if (scaled <= Pow10(scale)) {
+      return FractionOfText(ReducedDecimal(scaled, scale),
+                            NearestDouble(number));
+    }
     // Above 1 and with no unit: "80" is far more often 80% than 80 bytes
     // (no model fits in a mebibyte), so only a count of at least 1 MiB is
     // read as bytes, as optimum-rbln-cli reads 10737418240.
@@ -270,7 +310,8 @@ absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
   return Bytes(*bytes);
 }
 
-absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text,
+                                       ByteUnits units) {
   const auto refuse = [text](absl::string_view problem) {
     return absl::InvalidArgumentError(absl::StrCat(
         "size \"", Echo(text), "\" ", problem,
@@ -280,7 +321,7 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   absl::StatusOr<Decimal> decimal = ScanDecimal(text);
   if (!decimal.ok()) return refuse(decimal.status().message());
   if (decimal->suffix.empty()) return refuse("has no unit");
-  const Unit* unit = FindUnit(decimal->suffix);
+  const Unit* unit = FindUnit(decimal->suffix, units);
   if (unit == nullptr) {
     return refuse(UnknownUnit(decimal->number, decimal->suffix));
   }
@@ -294,7 +335,7 @@ absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text, bool* bare) {
   const bool is_bare =
       decimal.ok() && decimal->suffix.empty() && !decimal->has_point;
   if (bare != nullptr) *bare = is_bare;
-  if (!is_bare) return ParseByteSize(text);
+  if (!is_bare) return ParseByteSize(text, ByteUnits::kBinary);
   if (decimal->whole_too_large) {
     return absl::InvalidArgumentError(
         absl::StrCat("byte count \"", Echo(text),
@@ -309,6 +350,15 @@ MemoryBudget MemoryBudget::Fraction(uint64_t numerator, uint64_t denominator) {
   budget.is_fraction_ = true;
   budget.numerator_ = numerator;
   budget.denominator_ = denominator;
+  budget.fraction_value_ =
+      static_cast<double>(numerator) / static_cast<double>(denominator);
+  return budget;
+}
+
+MemoryBudget MemoryBudget::FractionOfText(std::pair<uint64_t, uint64_t> exact,
+                                          double value) {
+  MemoryBudget budget = Fraction(exact.first, exact.second);
+  budget.fraction_value_ = value;
   return budget;
 }
 
@@ -321,25 +371,18 @@ MemoryBudget MemoryBudget::Bytes(uint64_t bytes) {
 
 absl::StatusOr<uint64_t> MemoryBudget::PerChipletBytes(
     const DeviceSpec& device) const {
-  if (is_fraction_) return FractionOf(device.AvailablePerChiplet());
-  RBLN_RETURN_IF_ERROR(CheckBytesFit(device));
-  return bytes_ / device.chiplets_per_node;
+  RBLN_ASSIGN_OR_RETURN(uint64_t per_node, PerNodeBytes(device));
+  return per_node / device.chiplets_per_node;
 }
 
 absl::StatusOr<uint64_t> MemoryBudget::PerNodeBytes(
     const DeviceSpec& device) const {
-  if (is_fraction_) return FractionOf(device.AvailablePerNode());
-  RBLN_RETURN_IF_ERROR(CheckBytesFit(device));
-  return bytes_;
-}
-
-uint64_t MemoryBudget::FractionOf(uint64_t available) const {
-  // numerator <= denominator keeps the quotient within 64 bits.
-  return absl::Uint128Low64(absl::uint128(numerator_) * available /
-                            denominator_);
-}
-
-absl::Status MemoryBudget::CheckBytesFit(const DeviceSpec& device) const {
+  if (is_fraction_) {
+    // optimum-rbln: int(available_total * fraction), in double precision.
+    // The fraction is at most 1, so the product stays within 64 bits.
+    return static_cast<uint64_t>(
+        static_cast<double>(device.AvailablePerNode()) * fraction_value_);
+  }
   if (bytes_ > device.AvailablePerNode()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "memory budget of ", DescribeBytes(bytes_), " exceeds the ",
@@ -347,7 +390,7 @@ absl::Status MemoryBudget::CheckBytesFit(const DeviceSpec& device) const {
         device.family,
         " device; give at most that many bytes, or a fraction like 0.8"));
   }
-  return absl::OkStatus();
+  return bytes_;
 }
 
 std::string MemoryBudget::ToString() const {

@@ -1,21 +1,26 @@
-// MemoryBudget: the `--set-memory-budget` argument (docs/memory-model.md).
+// MemoryBudget: the `--set-memory-budget` argument (docs/memory-model.md),
+// read as optimum-rbln-cli reads it wherever that gives a sensible answer.
 //
 // Grammar (surrounding white space ignored, units case-insensitive):
-//   fraction  "0.8", ".8", "1", "1.0"  a decimal in (0, 1]
+//   fraction  "0.8", ".8", "1.0"       a decimal with a point, in (0, 1]
 //   percent   "80%", "100%", "12.5%"   a decimal in (0, 100] then '%'
 //   bytes     "10737418240"            a whole number >= 1 MiB (1048576)
 //                                      with no unit
-//             "10GB", "10 GiB", "80B"  a decimal and a unit:
-//             B, KB, MB, GB, TB (powers of 1000), KiB, MiB, GiB, TiB (1024)
-// A number above 1 with no unit is refused when it is below 1 MiB ("80":
-// did you mean 80%? write 80B for bytes) or has a fractional part ("1.5"):
-// both are ambiguous. No signs, exponents, NaN or infinities; at most 18
-// fractional digits; byte counts must fit in 64 bits. A unit one letter short
-// ("10G", "10Gi") is refused with the units it may have meant.
+//             "10GB", "10 GiB", "80B"  a decimal and a unit: B, and KB, MB,
+//             GB, TB binary as optimum-rbln reads them (10GB = 10 * 2^30),
+//             KiB, MiB, GiB, TiB the same values
+// optimum-rbln-cli reads a bare whole number as bytes, so "1" (one byte, or
+// "01") is refused, saying to write 1.0, 100% or 1B; a bare number above 1
+// is refused when it is below 1 MiB ("80": did you mean 80%? write 80B for
+// bytes) or has a fractional part ("1.5"). No signs, exponents, NaN or
+// infinities; at most 18 fractional digits; byte counts must fit in 64 bits.
+// A unit one letter short ("10G", "10Gi") is refused with the unit it may
+// have meant.
 //
-// Values are exact: a fraction is kept as numerator/denominator (a power of
-// ten) and byte counts are whole numbers (a fractional byte count is rounded
-// down), so budgets are computed to the byte with no floating point.
+// Values: a fraction is kept exactly (numerator/denominator, a power of ten)
+// for display, and applied as optimum-rbln applies it, in double precision:
+// floor(available per device * f) then divided evenly over the chiplets.
+// Byte counts are whole numbers (a fractional byte count is rounded down).
 //
 // Thread-safe: an immutable value type.
 #ifndef RBLN_CORE_BUDGET_H_
@@ -23,6 +28,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -47,18 +53,20 @@ class MemoryBudget {
   uint64_t denominator() const { return denominator_; }
   uint64_t bytes() const { return bytes_; }
 
-  // The budget of one chiplet of `device`:
-  //   fraction f: floor(f * device.AvailablePerChiplet())
-  //   bytes X:    floor(X / device.chiplets_per_node)
+  // The fraction as optimum-rbln computes it from the text: the decimal as a
+  // double, divided by 100.0 for a percentage.
+  double fraction_value() const { return fraction_value_; }
+
+  // The budget of one whole node of `device`:
+  //   fraction f: floor(double(device.AvailablePerNode()) * f)
+  //   bytes X:    X
   // A byte budget above device.AvailablePerNode() is INVALID_ARGUMENT naming
   // both numbers.
-  absl::StatusOr<uint64_t> PerChipletBytes(const DeviceSpec& device) const;
-
-  // The budget of one whole node of `device` (for memory reported per node):
-  //   fraction f: floor(f * device.AvailablePerNode())
-  //   bytes X:    X
-  // with the same check as PerChipletBytes.
   absl::StatusOr<uint64_t> PerNodeBytes(const DeviceSpec& device) const;
+
+  // The budget of one chiplet of `device`: PerNodeBytes divided by
+  // device.chiplets_per_node, rounded down.
+  absl::StatusOr<uint64_t> PerChipletBytes(const DeviceSpec& device) const;
 
   // A canonical human form: "80%" for fractions (up to 18 decimals, trailing
   // zeros removed), "10000000000 bytes" for byte budgets.
@@ -66,25 +74,37 @@ class MemoryBudget {
 
  private:
   MemoryBudget() = default;
-  uint64_t FractionOf(uint64_t available) const;
-  absl::Status CheckBytesFit(const DeviceSpec& device) const;
+  // A fraction parsed from text: exact for display, `value` for arithmetic.
+  static MemoryBudget FractionOfText(std::pair<uint64_t, uint64_t> exact,
+                                     double value);
 
   bool is_fraction_ = true;
   uint64_t numerator_ = 1;
   uint64_t denominator_ = 1;
+  double fraction_value_ = 1.0;
   uint64_t bytes_ = 0;
 };
 
-// A size as device tools print it: a decimal and a unit of the grammar above
-// ("2.4GB", "15.7GiB", "0.0B", "512 KiB"), the fractional byte rounded down.
-// Unlike a budget, zero is a size and a unit is required. INVALID_ARGUMENT
-// quotes the input and says what was wrong (e.g. an unknown unit "XB").
-absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
+// What KB, MB, GB and TB mean (KiB, MiB, GiB, TiB are always powers of 1024).
+enum class ByteUnits {
+  // Powers of 1024, as optimum-rbln's parse_byte_size reads them: budgets
+  // and the programs' flags.
+  kBinary,
+  // Powers of 1000: how rbln-smi's device table is read
+  // (core/device/rbln_smi.h).
+  kDecimal,
+};
+
+// A size with a unit ("2.4GB", "15.7GiB", "0.0B", "512 KiB"), the
+// fractional byte rounded down. Unlike a budget, zero is a size and a unit is
+// required. INVALID_ARGUMENT quotes the input and says what was wrong (e.g.
+// an unknown unit "XB").
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text, ByteUnits units);
 
 // A byte count as a flag takes it (--payload-bytes, --device-dram): a bare
-// whole number of bytes ("65536"), or a size with a unit as ParseByteSize
-// reads it. `bare`, when given, tells which it was, for callers that refuse
-// small bare numbers as a forgotten unit.
+// whole number of bytes ("65536"), or a size with a binary unit as
+// ParseByteSize reads it. `bare`, when given, tells which it was, for callers
+// that refuse small bare numbers as a forgotten unit.
 absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text,
                                         bool* bare = nullptr);
 

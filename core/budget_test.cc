@@ -2,9 +2,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/device/device_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -41,7 +44,6 @@ TEST(MemoryBudgetParseTest, AcceptsTheGrammar) {
       // Fractions keep the smallest power-of-ten denominator.
       {"0.8", MemoryBudget::Fraction(8, 10)},
       {"0.80", MemoryBudget::Fraction(8, 10)},
-      {"1", MemoryBudget::Fraction(1, 1)},
       {"1.0", MemoryBudget::Fraction(1, 1)},
       {" 0.5 ", MemoryBudget::Fraction(5, 10)},
       // A leading point, as Python reads it.
@@ -56,9 +58,11 @@ TEST(MemoryBudgetParseTest, AcceptsTheGrammar) {
       {"12.5%", MemoryBudget::Fraction(125, 1000)},
       {"0.0000000000000001%", MemoryBudget::Fraction(1, 1000000000000000000)},
       {"12.50000000000000000%", MemoryBudget::Fraction(125, 1000)},
-      // Bytes, with units exact and fractional bytes rounded down.
-      {"10GB", MemoryBudget::Bytes(10000000000)},
-      {"10 GB", MemoryBudget::Bytes(10000000000)},
+      // Bytes, with units exact and fractional bytes rounded down. KB, MB,
+      // GB, TB are binary, as optimum-rbln-cli reads them.
+      {"10GB", MemoryBudget::Bytes(10737418240)},
+      {"10 GB", MemoryBudget::Bytes(10737418240)},
+      {"10gb", MemoryBudget::Bytes(10737418240)},
       {"10GiB", MemoryBudget::Bytes(10737418240)},
       {"10gib", MemoryBudget::Bytes(10737418240)},
       {"10 GIB", MemoryBudget::Bytes(10737418240)},
@@ -68,13 +72,16 @@ TEST(MemoryBudgetParseTest, AcceptsTheGrammar) {
       {"80B", MemoryBudget::Bytes(80)},
       {"2b", MemoryBudget::Bytes(2)},
       {".5KiB", MemoryBudget::Bytes(512)},
-      {"1.5TB", MemoryBudget::Bytes(1500000000000)},
+      {"1.5TB", MemoryBudget::Bytes(1649267441664)},
       {"512MiB", MemoryBudget::Bytes(536870912)},
       {"1.5KiB", MemoryBudget::Bytes(1536)},
       {"0.001KB", MemoryBudget::Bytes(1)},
+      {"1KB", MemoryBudget::Bytes(1024)},
+      {"1B", MemoryBudget::Bytes(1)},
       {"1.9B", MemoryBudget::Bytes(1)},
       {"1.0000000001GiB", MemoryBudget::Bytes(1073741824)},
-      {"1mb", MemoryBudget::Bytes(1000000)},
+      {"1mb", MemoryBudget::Bytes(1048576)},
+      {"16777215TB", MemoryBudget::Bytes(uint64_t{16777215} << 40)},
       {"18446744073709551615", MemoryBudget::Bytes(UINT64_MAX)},
       {"18446744073709551615B", MemoryBudget::Bytes(UINT64_MAX)},
       {"16777215TiB", MemoryBudget::Bytes(uint64_t{16777215} << 40)},
@@ -105,6 +112,11 @@ TEST(MemoryBudgetParseTest, RefusesWithAnExplanation) {
       {"-1", "is negative: budgets are positive"},
       {" -0.5", "is negative"},
       {"+0.5", "has a sign"},
+      // A bare 1 (or 01) is one byte to optimum-rbln-cli.
+      {"1",
+       "`1` is one byte to optimum-rbln-cli; write 1.0 or 100% for all "
+       "of the DRAM, or 1B"},
+      {" 01 ", "`01` is one byte to optimum-rbln-cli"},
       {"1.5", "is ambiguous"},
       {"2.0", "is ambiguous"},
       // Bare numbers above 1 and below 1 MiB.
@@ -131,8 +143,8 @@ TEST(MemoryBudgetParseTest, RefusesWithAnExplanation) {
       {"1 0GB", "is not a well-formed decimal number"},
       {"10XB", "has an unknown unit \"XB\""},
       // Near misses of a unit.
-      {"10G", "unknown unit \"G\" (did you mean 10GB or 10GiB?)"},
-      {"1.5t", "(did you mean 1.5TB or 1.5TiB?)"},
+      {"10G", "unknown unit \"G\" (did you mean 10GB?)"},
+      {"1.5t", "(did you mean 1.5TB?)"},
       {"512Mi", "(did you mean 512MiB?)"},
       {"4096 bytes", "(did you mean 4096B?)"},
       {"10  GB", "has an unknown unit \" GB\""},
@@ -173,6 +185,21 @@ TEST(MemoryBudgetParseTest, UnknownUnitListsTheAcceptedUnits) {
   ASSERT_FALSE(budget.ok());
   EXPECT_THAT(budget.status().message(),
               HasSubstr("units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"));
+  EXPECT_THAT(budget.status().message(),
+              HasSubstr("binary, as optimum-rbln-cli reads them: 10GB = "
+                        "10GiB = 10 x 2^30 bytes"));
+}
+
+TEST(MemoryBudgetParseTest, BinaryAndIecUnitsAreTheSameBudget) {
+  for (const auto& [binary, iec] :
+       {std::pair{"1KB", "1KiB"}, std::pair{"512MB", "512MiB"},
+        std::pair{"10GB", "10GiB"}, std::pair{"2TB", "2TiB"}}) {
+    SCOPED_TRACE(binary);
+    absl::StatusOr<MemoryBudget> a = MemoryBudget::Parse(binary);
+    absl::StatusOr<MemoryBudget> b = MemoryBudget::Parse(iec);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->bytes(), b->bytes());
+  }
 }
 
 TEST(MemoryBudgetParseTest, QuotesControlCharactersEscaped) {
@@ -192,21 +219,24 @@ TEST(MemoryBudgetPerChipletTest, ComputesExactBudgets) {
       // RBLN-CA12: 1 chiplet of 16877879296 bytes.
       {"RBLN-CA12", "0.8", 13502303436},  // 13502303436.8 rounded down
       {"RBLN-CA12", "80%", 13502303436},
-      {"RBLN-CA12", "1", kCa12PerChiplet},
+      {"RBLN-CA12", "1.0", kCa12PerChiplet},
       {"RBLN-CA12", "100%", kCa12PerChiplet},
       {"RBLN-CA12", "0.000000000000000001", 0},  // 1.7e-8 bytes
-      {"RBLN-CA12", "10GB", 10000000000},
+      {"RBLN-CA12", "10GB", 10737418240},
       {"RBLN-CA12", "10GiB", 10737418240},
       {"RBLN-CA12", "16877879296", kCa12PerChiplet},
-      // RBLN-CR13: 4 chiplets of 37580963840 bytes.
+      // RBLN-CR13: 4 chiplets of 37580963840 bytes; a fraction applies to
+      // the device's 150323855360, as optimum-rbln applies it, and is
+      // split over the chiplets.
       {"RBLN-CR13", "0.8", 30064771072},
       {"RBLN-CR13", "80%", 30064771072},
-      {"RBLN-CR13", "1", kCr13PerChiplet},
+      {"RBLN-CR13", "1.0", kCr13PerChiplet},
       {"RBLN-CR13", "12.5%", 4697620480},
-      {"RBLN-CR13", "10GB", 2500000000},
+      {"RBLN-CR13", "10GB", 2684354560},
       {"RBLN-CR13", "10GiB", 2684354560},
       {"RBLN-CR13", "10000000003", 2500000000},  // 2500000000.75
       {"RBLN-CR13", "140GiB", kCr13PerChiplet},
+
   };
   for (const PerChipletCase& c : cases) {
     SCOPED_TRACE(absl::StrCat(c.npu, " budget \"", c.budget, "\""));
@@ -218,6 +248,40 @@ TEST(MemoryBudgetPerChipletTest, ComputesExactBudgets) {
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     EXPECT_EQ(*bytes, c.expected);
   }
+}
+
+TEST(MemoryBudgetPerChipletTest, AFractionIsAppliedAsOptimumRblnAppliesIt) {
+  // int(available * f) in double precision, f as Python's float() reads
+  // the text (divided by 100.0 for a percentage).
+  for (const char* text :
+       {"0.7", "0.9", "0.333", "33.3%", "0.123456789", "99.99%", ".1", "0.5"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(text);
+    ASSERT_TRUE(budget.ok()) << budget.status();
+    const std::string number(absl::StripSuffix(text, "%"));
+    double f = std::stod(number);
+    if (absl::EndsWith(text, "%")) f /= 100.0;
+    EXPECT_EQ(budget->fraction_value(), f);
+    for (const char* npu : {"RBLN-CA12", "RBLN-CR13"}) {
+      absl::StatusOr<DeviceSpec> device = LookupDeviceSpec(npu);
+      ASSERT_TRUE(device.ok());
+      const uint64_t total = static_cast<uint64_t>(
+          static_cast<double>(device->AvailablePerNode()) * f);
+      EXPECT_EQ(*budget->PerNodeBytes(*device), total);
+      EXPECT_EQ(*budget->PerChipletBytes(*device),
+                total / device->chiplets_per_node);
+    }
+  }
+}
+
+TEST(MemoryBudgetPerChipletTest, AFractionMayGiveAByteLessThanExactly) {
+  // 10^10 bytes (an --device-dram override) * 0.1551 is just below
+  // 1551000000 in double precision: optimum-rbln's int() gives one byte
+  // less than the exact product, and so does this.
+  const DeviceSpec device{"override", 10000000000, 1, 0};
+  absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse("0.1551");
+  ASSERT_TRUE(budget.ok());
+  EXPECT_EQ(*budget->PerChipletBytes(device), 1550999999u);
 }
 
 TEST(MemoryBudgetPerChipletTest, FractionsThatDoNotTerminateRoundDown) {
@@ -238,6 +302,9 @@ TEST(MemoryBudgetPerChipletTest, RefusesBytesAboveTheDevice) {
   };
   const Case cases[] = {
       {"RBLN-CA12", "16GiB", "17179869184 bytes (16.0 GiB)",
+       "16877879296 bytes (15.7 GiB)"},
+      // 16GB is 16 GiB too: above an RBLN-CA's 15.72 GiB.
+      {"RBLN-CA12", "16GB", "17179869184 bytes (16.0 GiB)",
        "16877879296 bytes (15.7 GiB)"},
       {"RBLN-CR13", "141GiB", "151397597184 bytes (141.0 GiB)",
        "150323855360 bytes (140.0 GiB)"},
@@ -261,7 +328,7 @@ TEST(MemoryBudgetToStringTest, FractionsPrintAsPercentagesAndRoundTrip) {
   const std::pair<std::string, std::string> cases[] = {
       {"0.8", "80%"},
       {"80%", "80%"},
-      {"1", "100%"},
+      {"1.0", "100%"},
       {"100%", "100%"},
       {"12.5%", "12.5%"},
       {"0.125", "12.5%"},
@@ -301,7 +368,7 @@ TEST(MemoryBudgetToStringTest, BytesPrintAsAWholeCount) {
   EXPECT_EQ(MemoryBudget::Bytes(10000000000).ToString(), "10000000000 bytes");
 }
 
-TEST(ParseByteSizeTest, ReadsSizesAsDeviceToolsPrintThem) {
+TEST(ParseByteSizeTest, ReadsRblnSmiSizesAsItPrintsThem) {
   const struct {
     const char* text;
     uint64_t bytes;
@@ -317,10 +384,17 @@ TEST(ParseByteSizeTest, ReadsSizesAsDeviceToolsPrintThem) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.text);
-    absl::StatusOr<uint64_t> bytes = ParseByteSize(c.text);
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(c.text, ByteUnits::kDecimal);
     ASSERT_TRUE(bytes.ok()) << bytes.status();
     EXPECT_EQ(*bytes, c.bytes);
   }
+}
+
+TEST(ParseByteSizeTest, BinaryUnitsAreOptimumRblnsOwn) {
+  EXPECT_EQ(*ParseByteSize("2GB", ByteUnits::kBinary), 2 * kGiB);
+  EXPECT_EQ(*ParseByteSize("2GiB", ByteUnits::kBinary), 2 * kGiB);
+  EXPECT_EQ(*ParseByteSize("1.5kb", ByteUnits::kBinary), 1536u);
+  EXPECT_EQ(*ParseByteSize("3MB", ByteUnits::kDecimal), 3000000u);
 }
 
 TEST(ParseByteSizeTest, RefusesWithAnExplanation) {
@@ -329,7 +403,7 @@ TEST(ParseByteSizeTest, RefusesWithAnExplanation) {
     const char* problem;
   } cases[] = {
       {"12.5XB", "\"12.5XB\" has an unknown unit \"XB\""},
-      {"15.7G", "(did you mean 15.7GB or 15.7GiB?)"},
+      {"15.7G", "(did you mean 15.7GB?)"},
       {"12", "has no unit"},
       {"", "is empty"},
       {"-1GB", "has a sign"},
@@ -340,7 +414,7 @@ TEST(ParseByteSizeTest, RefusesWithAnExplanation) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.text);
-    absl::StatusOr<uint64_t> bytes = ParseByteSize(c.text);
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(c.text, ByteUnits::kDecimal);
     ASSERT_FALSE(bytes.ok());
     EXPECT_EQ(bytes.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(bytes.status().message()), HasSubstr(c.problem));
@@ -358,7 +432,7 @@ TEST(ParseByteCountTest, BareCountsAreBytesAndUnitsAreSizes) {
       {" 65536 ", 65536, true},
       {"18446744073709551615", UINT64_MAX, true},
       {"64KiB", 64 * 1024, false},
-      {"1.5GB", 1500000000, false},
+      {"1.5GB", 1610612736, false},
       {".5KiB", 512, false},
   };
   for (const auto& c : cases) {
@@ -375,7 +449,7 @@ TEST(ParseByteCountTest, BareCountsAreBytesAndUnitsAreSizes) {
               absl::StatusCode::kInvalidArgument);
   }
   EXPECT_THAT(ParseByteCount("10G").status().message(),
-              HasSubstr("did you mean 10GB or 10GiB?"));
+              HasSubstr("did you mean 10GB?"));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ constexpr absl::string_view kArtifactKey = "artifact";
 constexpr absl::string_view kCurrentKey = "current_num_blocks";
 constexpr absl::string_view kMinKey = "num_min_blocks";
 constexpr absl::string_view kFullKey = "num_full_blocks";
+constexpr absl::string_view kMaxFittingKey = "max_fitting_num_blocks";
 
 constexpr std::pair<ErrorReason, absl::string_view> kReasonNames[] = {
     {ErrorReason::kBelowMinBlocks, "BELOW_MIN_BLOCKS"},
@@ -31,6 +32,7 @@ constexpr std::pair<ErrorReason, absl::string_view> kReasonNames[] = {
     {ErrorReason::kArtifactNotFound, "ARTIFACT_NOT_FOUND"},
     {ErrorReason::kNotAnOperator, "NOT_AN_OPERATOR"},
     {ErrorReason::kNotReadableByCaller, "NOT_READABLE_BY_CALLER"},
+    {ErrorReason::kExceedsDevice, "EXCEEDS_DEVICE"},
 };
 
 std::optional<ErrorReason> ParseReason(absl::string_view name) {
@@ -47,7 +49,8 @@ std::string Encode(const ErrorFacts& facts) {
   const std::pair<absl::string_view, const std::optional<uint64_t>*> counts[] =
       {{kCurrentKey, &facts.current_num_blocks},
        {kMinKey, &facts.num_min_blocks},
-       {kFullKey, &facts.num_full_blocks}};
+       {kFullKey, &facts.num_full_blocks},
+       {kMaxFittingKey, &facts.max_fitting_num_blocks}};
   for (const auto& [key, value] : counts) {
     if (value->has_value()) absl::StrAppend(&out, key, "=", **value, "\n");
   }
@@ -77,6 +80,8 @@ std::optional<ErrorFacts> Decode(absl::string_view text) {
       facts.num_min_blocks = number;
     } else if (key == kFullKey) {
       facts.num_full_blocks = number;
+    } else if (key == kMaxFittingKey) {
+      facts.max_fitting_num_blocks = number;
     } else {
       return std::nullopt;
     }
@@ -98,7 +103,8 @@ bool ErrorFacts::operator==(const ErrorFacts& other) const {
   return reason == other.reason && artifact == other.artifact &&
          current_num_blocks == other.current_num_blocks &&
          num_min_blocks == other.num_min_blocks &&
-         num_full_blocks == other.num_full_blocks;
+         num_full_blocks == other.num_full_blocks &&
+         max_fitting_num_blocks == other.max_fitting_num_blocks;
 }
 
 absl::Status WithErrorFacts(absl::Status status, const ErrorFacts& facts) {

@@ -1,10 +1,10 @@
 // The facts behind an error, for programs: why a request was refused
 // (a reason name a client can switch on) and the numbers that matter (the
-// current, minimum and full block counts). They ride on an absl::Status as a
-// payload, so that core/ states them where it refuses, without gRPC; the
-// server turns them into the rbln.artifact.v1.ErrorDetail of the status's
-// details (artifact_service.proto), and the English message stays for
-// people.
+// current, minimum, full and largest fitting block counts). They ride on an
+// absl::Status as a payload, so that core/ states them where it refuses,
+// without gRPC; the server turns them into the rbln.artifact.v1.ErrorDetail of
+// the status's details (artifact_service.proto), and the English message stays
+// for people.
 //
 // Thread-safe: pure functions.
 #ifndef RBLN_CORE_ERROR_FACTS_H_
@@ -32,6 +32,7 @@ enum class ErrorReason {
   kArtifactNotFound,     // NOT_FOUND
   kNotAnOperator,        // PERMISSION_DENIED: a reader's write
   kNotReadableByCaller,  // PERMISSION_DENIED: the caller could not read it
+  kExceedsDevice,        // FAILED_PRECONDITION: the count does not fit
 };
 
 // "BELOW_MIN_BLOCKS", "CAS_MISMATCH", ...
@@ -45,6 +46,7 @@ struct ErrorFacts {
   std::optional<uint64_t> current_num_blocks;
   std::optional<uint64_t> num_min_blocks;
   std::optional<uint64_t> num_full_blocks;
+  std::optional<uint64_t> max_fitting_num_blocks;
 
   bool operator==(const ErrorFacts& other) const;
 };

@@ -71,6 +71,9 @@ v1::ErrorDetail ToErrorDetail(const ErrorFacts& facts) {
   if (facts.num_full_blocks.has_value()) {
     detail.set_num_full_blocks(*facts.num_full_blocks);
   }
+  if (facts.max_fitting_num_blocks.has_value()) {
+    detail.set_max_fitting_num_blocks(*facts.max_fitting_num_blocks);
+  }
   return detail;
 }
 
@@ -521,6 +524,11 @@ grpc::Status ArtifactServiceImpl::FitMemoryBudget(
   if (!caller.ok()) return log.Finish(caller.status());
   absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(req->budget());
   if (!budget.ok()) return log.Finish(budget.status());
+  if (req->options().force()) {
+    return log.Finish(absl::InvalidArgumentError(
+        "force applies only to SetKvcacheNumBlocks: a budget's count always "
+        "fits the device"));
+  }
   WriteRequest request;
   request.name = req->artifact();
   request.budget = *budget;
@@ -591,6 +599,7 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
   request.output_name = options.output_dir();
   request.replace = options.replace();
   request.dry_run = options.dry_run();
+  request.force = options.force();
   request.verify = options.verify();
   if (options.has_expected_current()) {
     request.expected_current = options.expected_current();
@@ -628,6 +637,10 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
   resp->set_new_num_blocks(result->new_num_blocks);
   resp->set_written(result->written);
   resp->set_dry_run(request.dry_run);
+  if (result->fits_device.has_value()) {
+    resp->set_fits_device(*result->fits_device);
+  }
+  resp->set_store(store_->root());
   for (const std::string& warning : result->warnings) {
     resp->add_warnings(WireText(warning));
   }

@@ -37,6 +37,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// What the store adds to a provider's source line: where the artifact's NPU
+// came from.
+constexpr char kNpuSource[] = "; NPU RBLN-CA12 from rbln_config.json's npu";
+
 // Bounds that only turn a hang into a failure.
 constexpr absl::Duration kWaitLimit = absl::Seconds(60);
 
@@ -331,7 +335,8 @@ TEST_F(DescribeReplyTest, ACallerNotOnTheUnixSocketNamesNoAbsolutePath) {
 TEST_F(DescribeReplyTest, TheSameReadIsTheSameReply) {
   const v1::DescribeArtifactResponse first = Describe();
   ASSERT_EQ(first.artifact(), "tiny");
-  EXPECT_EQ(first.dram_source(), "the first device");
+  EXPECT_EQ(first.dram_source(),
+            absl::StrCat("the first device", kNpuSource));
   ASSERT_GT(first.buckets_size(), 0);
   ASSERT_GT(first.graphs_size(), 0);
   EXPECT_GT(first.max_fitting_num_blocks(), 0u);
@@ -366,7 +371,8 @@ TEST_F(DescribeReplyTest, AnotherDeviceIsANewReply) {
   spec->total_bytes_per_node /= 2;
   SetChoice(DramChoice{*spec, "a smaller device", {"a warning"}});
   const v1::DescribeArtifactResponse smaller = Describe();
-  EXPECT_EQ(smaller.dram_source(), "a smaller device");
+  EXPECT_EQ(smaller.dram_source(),
+            absl::StrCat("a smaller device", kNpuSource));
   ASSERT_EQ(smaller.warnings_size(), 1);
   EXPECT_EQ(smaller.warnings(0), "a warning");
   ASSERT_EQ(smaller.buckets_size(), first.buckets_size());
@@ -465,7 +471,8 @@ TEST_F(DeviceGenerationTest, AKeptReplyIsSentWithoutAskingTheDevice) {
   // The first Describe reads the files on a reader thread (its reply is not
   // kept); the second keeps its reply under generation 5.
   const v1::DescribeArtifactResponse first = Describe();
-  EXPECT_EQ(first.dram_source(), "the first device");
+  EXPECT_EQ(first.dram_source(),
+            absl::StrCat("the first device", kNpuSource));
   EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
   EXPECT_EQ(asked(), 2);
   for (int i = 0; i < 3; ++i) {
@@ -478,20 +485,26 @@ TEST_F(DeviceGenerationTest, AKeptReplyIsSentWithoutAskingTheDevice) {
   ASSERT_TRUE(spec.ok());
   SetChoice(DramChoice{*spec, "another device", {}});
   SetGeneration(6);
-  EXPECT_EQ(Describe().dram_source(), "another device");
-  EXPECT_EQ(Describe().dram_source(), "another device");
+  EXPECT_EQ(Describe().dram_source(),
+            absl::StrCat("another device", kNpuSource));
+  EXPECT_EQ(Describe().dram_source(),
+            absl::StrCat("another device", kNpuSource));
   EXPECT_EQ(asked(), 3);
 
   // A new generation with the same answer: asked once, then kept again.
   SetGeneration(7);
-  EXPECT_EQ(Describe().dram_source(), "another device");
-  EXPECT_EQ(Describe().dram_source(), "another device");
+  EXPECT_EQ(Describe().dram_source(),
+            absl::StrCat("another device", kNpuSource));
+  EXPECT_EQ(Describe().dram_source(),
+            absl::StrCat("another device", kNpuSource));
   EXPECT_EQ(asked(), 4);
 
   // A resolver that cannot say (0) is asked every time.
   SetGeneration(0);
-  EXPECT_EQ(Describe().dram_source(), "another device");
-  EXPECT_EQ(Describe().dram_source(), "another device");
+  EXPECT_EQ(Describe().dram_source(),
+            absl::StrCat("another device", kNpuSource));
+  EXPECT_EQ(Describe().dram_source(),
+            absl::StrCat("another device", kNpuSource));
   EXPECT_EQ(asked(), 6);
 }
 

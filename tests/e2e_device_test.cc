@@ -161,7 +161,7 @@ TEST_F(E2eDeviceTest, FitWithAProbedDeviceUsesTheExactSpecBytes) {
   // The human output says where the DRAM figure came from too.
   Outcome human = Cli("--set-memory-budget 0.8 --model-id ./llama --dry-run");
   ASSERT_EQ(human.code, 0) << human;
-  EXPECT_THAT(human.out, HasSubstr(absl::StrCat("DRAM: probe: ", smi)));
+  EXPECT_THAT(human.err, HasSubstr(absl::StrCat("DRAM: probe: ", smi)));
 }
 
 TEST_F(E2eDeviceTest, FailingProbeStillFitsFromTheSpecTableWithAWarning) {
@@ -220,7 +220,7 @@ TEST_F(E2eDeviceTest, ProbedDeviceOfAnotherFamilyIsAWarningInTheReply) {
                                "(RBLN-CA*) but "));
   EXPECT_THAT(o.err, HasSubstr("RBLN-CR13 rbln0"));
   // The artifact's target decides the spec: RBLN-CA, from the table.
-  EXPECT_THAT(o.out, HasSubstr("DRAM: spec table: RBLN-CA*"));
+  EXPECT_THAT(o.err, HasSubstr("DRAM: spec table: RBLN-CA*"));
 }
 
 TEST_F(E2eDeviceTest, ConfigFileSetsTheProbeAndAnOverrideWinsOverIt) {

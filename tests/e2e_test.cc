@@ -164,7 +164,11 @@ TEST_F(E2eTest, SetKvcacheNumBlocksThenGetReturnsIt) {
   Outcome set = Cli(
       absl::StrCat("--set-kvcache-num-blocks ", target, " --model-id ./llama"));
   ASSERT_EQ(set.code, 0) << set;
-  EXPECT_THAT(set.out, HasSubstr(absl::StrCat(before, " -> ", target)));
+  // optimum-rbln-cli's line on stdout; the change on stderr.
+  EXPECT_EQ(set.out, absl::StrCat("Set kvcache_num_blocks to ", target,
+                                  " for artifact at ", StorePath("llama"),
+                                  "\n"));
+  EXPECT_THAT(set.err, HasSubstr(absl::StrCat(before, " -> ", target)));
   EXPECT_EQ(Get("./llama"), target);
   EXPECT_EQ(CountOnDisk(StorePath("llama")), target);
 
@@ -247,8 +251,12 @@ TEST_F(E2eTest, SetMemoryBudgetFractionWritesTheFittingCount) {
 
   Outcome o = Cli("--set-memory-budget 0.8 --model-id ./llama");
   ASSERT_EQ(o.code, 0) << o;
-  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("-> ", planned)));
-  EXPECT_THAT(o.out, HasSubstr("budget 80%"));
+  EXPECT_EQ(o.out, absl::StrCat("memory_budget 0.8 fits kvcache_num_blocks=",
+                                planned, "\nSet kvcache_num_blocks to ",
+                                planned, " for artifact at ",
+                                StorePath("llama"), "\n"));
+  EXPECT_THAT(o.err, HasSubstr(absl::StrCat("-> ", planned)));
+  EXPECT_THAT(o.err, HasSubstr("budget 80%"));
   EXPECT_EQ(Get("./llama"), planned);
   EXPECT_EQ(CountOnDisk(StorePath("llama")), planned);
 }
@@ -300,10 +308,14 @@ TEST_F(E2eTest, BudgetInBytesIsPerDevice) {
   ASSERT_EQ(o.code, 0) << o;
   rapidjson::Document doc = ParseJson(o);
   ASSERT_TRUE(doc.HasMember("fit") && doc["fit"].IsObject()) << o;
-  // RBLN-CA12 has one chiplet per device: the whole 10 GB is that chiplet's.
-  EXPECT_EQ(JsonU64(doc["fit"], "budget_per_chiplet"), 10000000000u);
-  // The same budget spelled three ways fits the same count.
-  EXPECT_EQ(DryRunFit("10GiB", "./llama"), DryRunFit("10737418240", "./llama"));
+  // RBLN-CA12 has one chiplet per device: the whole 10 GB is that chiplet's,
+  // and 10GB is 10 x 2^30 bytes, as optimum-rbln-cli reads it.
+  EXPECT_EQ(JsonU64(doc["fit"], "budget_per_chiplet"), 10737418240u);
+  // The same budget spelled four ways fits the same count.
+  const uint64_t count = DryRunFit("10GB", "./llama");
+  EXPECT_EQ(DryRunFit("10GiB", "./llama"), count);
+  EXPECT_EQ(DryRunFit("10gb", "./llama"), count);
+  EXPECT_EQ(DryRunFit("10737418240", "./llama"), count);
   EXPECT_LE(DryRunFit("10GB", "./llama"), DryRunFit("10GiB", "./llama"));
   // Garbage is refused as such, by the client (the same grammar) before
   // anything is sent.
@@ -1009,7 +1021,7 @@ class E2eConcurrencyTest : public E2eTest {
           c.outcome.err, "rbln-artifact: error (UNAVAILABLE)");
       if (!unavailable) any_admitted = true;
       if (c.outcome.code == 0) {
-        EXPECT_THAT(c.outcome.out, HasSubstr(absl::StrCat("-> ", c.value)));
+        EXPECT_THAT(c.outcome.err, HasSubstr(absl::StrCat("-> ", c.value)));
         if (c.artifact == "tiny") shared_written.insert(c.value);
         continue;
       }

@@ -291,7 +291,9 @@ class ConfigMapTest(unittest.TestCase):
             timeout=60, check=False)
         self.assertEqual(write.returncode, 0,
                          write.stderr + "\n" + daemon_log())
-        self.assertIn("kvcache_num_blocks:", write.stdout)
+        self.assertIn("memory_budget 0.5 fits kvcache_num_blocks=",
+                      write.stdout)
+        self.assertIn("Set kvcache_num_blocks to ", write.stdout)
         self.assertTrue(os.path.exists(socket_path), daemon_log())
 
         # On the socket this test's uid (root in CI, else the daemon's own)

@@ -283,9 +283,11 @@ def builtin_as_fake_spec(builtin_dir):
 
 
 def resizable_of(config):
+    """optimum-rbln's rule: is_auto and full attention (a missing layer_type
+    is full attention); a can_resize key decides nothing."""
     metas = config.get("cache_metas", config.get("kvcache_metas"))
-    return {m["name"]: m.get("can_resize", m["is_auto"] and m.get(
-        "layer_type", "full_attention") == "full_attention") for m in metas}
+    return {m["name"]: m["is_auto"] and m.get(
+        "layer_type", "full_attention") == "full_attention" for m in metas}
 
 
 def daemon_env(api="per_chiplet", chatter=False):
@@ -738,9 +740,9 @@ class BrokenCodecTest(Base):
 
 
 class ConfigVariantsTest(Base):
-    """Case 5: cache_metas with and without can_resize, kvcache_metas with
-    is_auto; a config with neither is refused for describe and set, while
-    get answers the count."""
+    """Case 5: cache_metas with and without a can_resize key (which decides
+    nothing), kvcache_metas with is_auto; a config with neither is refused
+    for describe and set, while get answers the count."""
 
     def variant(self, name, metas_key, edit):
         spec = flat_spec(npu="RBLN-CA12", nodes=1)
@@ -753,7 +755,8 @@ class ConfigVariantsTest(Base):
 
     def test_variants_resize_what_they_say(self):
         def can_resize(meta):
-            # can_resize wins over is_auto: layer 2 is kept fixed.
+            # A can_resize key that says layer 2 is fixed decides nothing:
+            # optimum-rbln goes by is_auto and layer_type alone.
             meta["can_resize"] = meta["is_auto"] and meta["layer_index"] != 2
 
         def no_can_resize(meta):
@@ -764,7 +767,7 @@ class ConfigVariantsTest(Base):
                 del meta["layer_type"]
 
         variants = {
-            "cache-metas-can-resize": ("cache_metas", can_resize, 4),
+            "cache-metas-can-resize": ("cache_metas", can_resize, 6),
             "cache-metas": ("cache_metas", no_can_resize, 6),
             "kvcache-metas": ("kvcache_metas", layer_type_absent, 6),
         }
@@ -778,8 +781,10 @@ class ConfigVariantsTest(Base):
                 self.assertEqual((described["resizable_kv_tensors"],
                                   described["fixed_kv_tensors"]),
                                  (resizable, 8 - resizable))
+                # The variants' other allocations alone are over an
+                # RBLN-CA (flat_spec's weights are for RBLN-CR): forced.
                 self.cli("--set-kvcache-num-blocks", "600", "--model-id",
-                         path)
+                         path, "--force")
                 want = resizable_of(spec["rbln_config"])
                 self.assertEqual(sum(want.values()), resizable)
                 sizes = rebel.RBLNCompiledModel(os.path.join(
@@ -857,13 +862,15 @@ class MultimodalTest(Base):
         self.assertEqual(sorted(g["file_name"] for g in described["graphs"]),
                          ["decoder_batch_8.rbln", "prefill.rbln"])
         out = os.path.join(self.store, "llava-700")
+        # Its other allocations alone are over an RBLN-CA: forced.
         self.cli("--set-kvcache-num-blocks", "700", "--model-id", self.path,
-                 "--output-dir", out)
+                 "--output-dir", out, "--force")
         self.assertEqual(tree_state(self.path), self.before)
         self.assert_resized(out, 700)
         reply = self.cli("--set-kvcache-num-blocks", "600", "--model-id",
-                         self.path)
+                         self.path, "--force")
         self.assertTrue(reply["written"])
+        self.assertIs(reply["fits_device"], False)
         self.assert_resized(self.path, 600)
         self.assertEqual(debris(self.store), [])
 

@@ -38,11 +38,13 @@ import rebel  # noqa: E402  (the fake, per_chiplet)
 
 # Two nodes of two chiplets; every bucket differs, so that a swapped node or
 # chiplet shows. The KV tensors are at 32 blocks; "cache_v" is not a
-# multiple of 2 MiB.
+# multiple of 2 MiB. "PortRecur" is other memory, as optimum-rbln's fit
+# counts it: only "DramTensor" is the KV cache.
 PREFILL = {
     "npu": "RBLN-CA12", "num_nodes": 2, "chiplets_per_node": 2,
     "alloc": {"weights": [[1000 * MiB, 1001 * MiB], [1002 * MiB, 1003 * MiB]],
-              "program": [[3 * MiB, 4 * MiB], [5 * MiB, 6 * MiB]]},
+              "program": [[3 * MiB, 4 * MiB], [5 * MiB, 6 * MiB]],
+              "PortRecur": [[MiB, 2 * MiB], [3 * MiB, 4 * MiB]]},
     "dram_tensors": {
         "cache_k": [[32 * 131072, 32 * 131072], [32 * 65536, 32 * 65536]],
         "cache_v": [[32 * 100000, 32 * 100001], [32 * 99999, 32 * 3]]},
@@ -232,7 +234,8 @@ class AdapterTest(WorkDir):
                          (2, 1))
         self.assertEqual(reply["other"], {
             "weights": [[2001 * MiB], [2005 * MiB]],
-            "program": [[7 * MiB], [11 * MiB]]})
+            "program": [[7 * MiB], [11 * MiB]],
+            "PortRecur": [[3 * MiB], [7 * MiB]]})
         self.assertEqual(reply["kv_tensors"], {
             "cache_k": [[64 * 131072], [64 * 65536]],
             "cache_v": [[32 * 200001], [32 * 100002]]})
@@ -457,7 +460,8 @@ class FakeRebelTest(WorkDir):
     def test_alloc_and_tensor_sizes(self):
         model = rebel.RBLNCompiledModel(self.prefill)
         alloc = model.get_alloc_per_chiplet_by_key()
-        self.assertEqual(set(alloc), {"weights", "program", "DramTensor"})
+        self.assertEqual(set(alloc),
+                         {"weights", "program", "PortRecur", "DramTensor"})
         self.assertEqual(alloc["weights"], PREFILL["alloc"]["weights"])
         tensors = PREFILL["dram_tensors"]
         expected = [[sum(align_2mib(t[n][c]) for t in tensors.values())

@@ -110,7 +110,8 @@ TEST(ErrorReasonTest, CoreReasonsAreTheProtoEnum) {
       ErrorReason::kBudgetBelowMin, ErrorReason::kCasMismatch,
       ErrorReason::kOutputExists,   ErrorReason::kOutsideStore,
       ErrorReason::kReadOnlyRoot,   ErrorReason::kArtifactNotFound,
-      ErrorReason::kNotAnOperator,  ErrorReason::kNotReadableByCaller};
+      ErrorReason::kNotAnOperator,  ErrorReason::kNotReadableByCaller,
+      ErrorReason::kExceedsDevice};
   for (ErrorReason reason : all) {
     const std::string name(ErrorReasonName(reason));
     v1::ErrorDetail::Reason parsed = v1::ErrorDetail::REASON_UNSPECIFIED;

@@ -36,9 +36,10 @@ MAX_LINE_BYTES = 1024 * 1024
 MAX_FDS = 2
 # What of a caller's string is repeated in a message.
 MAX_ECHO_CHARS = 200
-# Memory keys that are KV cache: "DramTensor", and "PortRecur" on older
-# compilers (optimum-rbln's modeling_attention_utils.py drops both).
-KV_KEYS = ("DramTensor", "PortRecur")
+# The memory key that is the KV cache: optimum-rbln's fit
+# (modeling_attention_utils.py) counts every other key, "PortRecur"
+# included, as other memory.
+KV_KEY = "DramTensor"
 FDS_OF_OP = {"hello": [], "inspect": ["source"],
              "rescale": ["source", "out_dir"]}
 IMPORT_HINT = ("install rebel-compiler in the Python that runs this adapter "
@@ -247,7 +248,7 @@ def inspect(compiler, path, file):
                          "are empty)")
     other = {key: _grid(f"{method}()[{key!r}]", grid, num_nodes,
                         buckets if compiler.api == "per_chiplet" else 1)
-             for key, grid in alloc.items() if key not in KV_KEYS}
+             for key, grid in alloc.items() if key != KV_KEY}
     if compiler.api == "per_chiplet":
         granularity = "chiplet"
         kv_tensors = {name: _grid(f"exp_get_dram_tensor_sizes()[{name!r}]",

@@ -46,6 +46,7 @@ class SpecTableProvider : public DramProvider {
   uint64_t AnswersGeneration() override { return 1; }
 
   absl::StatusOr<DramChoice> ForNpu(absl::string_view npu) override {
+    if (npu.empty()) return NoNpuNamed("the probe is off");
     RBLN_ASSIGN_OR_RETURN(DeviceSpec spec, LookupDeviceSpec(npu));
     auto it = sources_.find(spec.family);
     return DramChoice{
@@ -111,6 +112,14 @@ class OverrideProvider : public DramProvider {
 };
 
 }  // namespace
+
+absl::Status NoNpuNamed(absl::string_view why_no_host_npu) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the artifact names no NPU (rbln_config.json has no npu, nor "
+      "_compile_cfgs[].npu, nor do its graphs' headers say) and ",
+      why_no_host_npu,
+      "; give the daemon --device-dram (the DRAM of one device) to size it"));
+}
 
 std::string FormatGib(uint64_t bytes) {
   return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));

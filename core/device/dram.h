@@ -59,7 +59,11 @@ struct DeviceReport {
 class DramProvider {
  public:
   virtual ~DramProvider() = default;
-  // The figures for an artifact compiled for `npu`.
+  // The figures for an artifact compiled for `npu`. An empty `npu` (the
+  // artifact names none): the override's figures, or those of the NPU of
+  // the probe's lowest-index device (as optimum-rbln resolves it from the
+  // host's device 0), the source saying so; else FAILED_PRECONDITION
+  // (NoNpuNamed).
   virtual absl::StatusOr<DramChoice> ForNpu(absl::string_view npu) = 0;
   // What the provider sees, for GetDeviceInfo.
   virtual DeviceReport Report() = 0;
@@ -73,6 +77,11 @@ class DramProvider {
   // provider cannot say so now (ask ForNpu). Never waits.
   virtual uint64_t AnswersGeneration() { return 0; }
 };
+
+// FAILED_PRECONDITION: the artifact names no NPU and `why_no_host_npu`
+// ("the probe is off"), so there are no figures; says to give
+// --device-dram.
+absl::Status NoNpuNamed(absl::string_view why_no_host_npu);
 
 // "15.72 GiB": bytes as sources and warnings print them.
 std::string FormatGib(uint64_t bytes);

@@ -43,7 +43,7 @@ TEST(ParseDramOverrideTest, RefusesWithAHint) {
        "is a bare number below 1 GiB (did you mean 16GiB? write 16B "
        "for bytes)"},
       {"1073741823", "below 1 GiB"},
-      {"16G", "(did you mean 16GB or 16GiB?)"},
+      {"16G", "(did you mean 16GB?)"},
       {"0GiB", "is zero"},
       {"0", "is zero"},
       {"0.8", "has no unit"},

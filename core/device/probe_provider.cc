@@ -106,9 +106,33 @@ class ProbeProvider : public DramProvider {
   }
 
   absl::StatusOr<DramChoice> ForNpu(absl::string_view npu) override {
+    const Probe probe = Latest();
+    std::string host_npu;
+    if (npu.empty()) {
+      // optimum-rbln takes the host's device 0 for an artifact that names
+      // no NPU: here the probe's lowest-index device.
+      if (!probe.devices.ok() || probe.devices->empty()) {
+        return NoNpuNamed(
+            !probe.devices.ok()
+                ? absl::StrCat("the device probe did not answer (",
+                               probe.devices.status().message(), ")")
+                : absl::StrCat(probe.tool, " found no device"));
+      }
+      const ProbedDevice* lowest = &probe.devices->front();
+      for (const ProbedDevice& device : *probe.devices) {
+        if (device.index < lowest->index) lowest = &device;
+      }
+      host_npu = lowest->name;
+      npu = host_npu;
+    }
     // The artifact's target decides the spec, whatever the host has.
     RBLN_ASSIGN_OR_RETURN(DramChoice choice, spec_table_->ForNpu(npu));
-    const Probe probe = Latest();
+    if (!host_npu.empty()) {
+      choice.source = absl::StrCat(choice.source, "; NPU ", host_npu,
+                                   " from the probe's lowest-index device, "
+                                   "as optimum-rbln resolves it (the "
+                                   "artifact names none)");
+    }
     if (!probe.devices.ok()) {
       if (probe.warn) choice.warnings.push_back(FallbackWarning(probe));
       return choice;

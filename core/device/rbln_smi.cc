@@ -120,13 +120,13 @@ absl::StatusOr<ProbedDevice> ReadRow(const BoxLine& row, int index,
         where, ": memory \"", absl::CEscape(memory), "\" is not USED / TOTAL"));
   }
   absl::StatusOr<uint64_t> used =
-      ParseByteSize(absl::StripAsciiWhitespace(sizes[0]));
+      ParseByteSize(absl::StripAsciiWhitespace(sizes[0]), ByteUnits::kDecimal);
   if (!used.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": memory used: ", used.status().message()));
   }
   absl::StatusOr<uint64_t> total =
-      ParseByteSize(absl::StripAsciiWhitespace(sizes[1]));
+      ParseByteSize(absl::StripAsciiWhitespace(sizes[1]), ByteUnits::kDecimal);
   if (!total.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": memory total: ", total.status().message()));

@@ -12,8 +12,10 @@
 // adds or reorders do not break it. Device rows are the lines whose first
 // cell is an integer, from the header to the border that closes the box;
 // anything printed after it (the "Context Information" box) is ignored.
-// Sizes are read as the budget grammar reads them (ParseByteSize): KB, MB,
-// GB are powers of 1000, KiB, MiB, GiB powers of 1024.
+// Sizes are read as the table prints them (ParseByteSize with
+// ByteUnits::kDecimal): KB, MB, GB are powers of 1000, KiB, MiB, GiB powers
+// of 1024. (Budgets and flags read KB, MB, GB as binary, as optimum-rbln
+// does; see core/budget.h.)
 //
 // The input is another program's output: anything unexpected is an error
 // that says what was wrong, never a guess.

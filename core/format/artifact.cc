@@ -269,7 +269,13 @@ absl::Status Artifact::ReadGraphs(Env* env, const ArtifactOptions& options) {
   }
   prefill_index_ = static_cast<size_t>(prefill - containers_.begin());
   const ContainerFacts& facts = *this->prefill().facts;
-  npu_ = !config_.npu.empty() ? config_.npu : facts.npu;
+  if (!config_.npu.empty()) {
+    npu_ = config_.npu;
+    npu_source_ = absl::StrCat(kRblnConfigFileName, "'s ", config_.npu_field);
+  } else if (!facts.npu.empty()) {
+    npu_ = facts.npu;
+    npu_source_ = absl::StrCat(this->prefill().file_name, "'s header");
+  }
   std::map<std::string, bool> resizable;
   for (const KvcacheMeta& meta : config_.kvcache_metas) {
     resizable[meta.name] = meta.Resizable();

@@ -140,9 +140,15 @@ class Artifact {
     return submodule_companions_;
   }
 
-  // The target NPU: the config's when it names one, else the graphs' when a
-  // codec knows it, else "".
+  // The target NPU: the config's when it names one (`npu`, else
+  // `_compile_cfgs[i].npu`), else the prefill graph's header when a codec
+  // knows it, else "" (the device provider may then resolve it from the
+  // host, core/device/dram.h).
   const std::string& npu() const { return npu_; }
+  // Where npu() came from, for people: "rbln_config.json's npu",
+  // "rbln_config.json's _compile_cfgs[0].npu", "prefill.rbln's header";
+  // "" when npu() is "".
+  const std::string& npu_source() const { return npu_source_; }
   uint32_t num_nodes() const;
   BucketGranularity granularity() const;
   // Buckets per node: chiplets per node, or 1 for BucketGranularity::kNode.
@@ -170,6 +176,7 @@ class Artifact {
   std::vector<std::string> companions_;
   std::vector<std::string> submodule_companions_;
   std::string npu_;
+  std::string npu_source_;
 };
 
 // What Get and List report: rbln_config.json alone, plus what the built-in

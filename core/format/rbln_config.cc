@@ -205,12 +205,23 @@ absl::StatusOr<KvcacheMeta> GetKvcacheMeta(const Value& value,
       std::optional<std::string> layer_type,
       GetOptional(value, field, "layer_type", path, GetString));
   meta.layer_type = layer_type.value_or("");
+  if (!meta.layer_type.empty() && meta.layer_type != "full_attention" &&
+      meta.layer_type != "sliding_attention" &&
+      meta.layer_type != "linear_attention") {
+    return FieldError(
+        absl::StrCat(field, ".layer_type"), path,
+        absl::StrCat(
+            "tensor \"", Echo(meta.name), "\" has layer_type \"",
+            Echo(meta.layer_type),
+            "\", which optimum-rbln does not know (it knows "
+            "full_attention, sliding_attention and linear_attention); "
+            "the artifact was likely compiled by a newer optimum-rbln, "
+            "so this tool cannot tell whether the tensor resizes"));
+  }
   RBLN_ASSIGN_OR_RETURN(meta.is_auto,
                         GetRequired(value, field, "is_auto", path, GetBool));
   RBLN_ASSIGN_OR_RETURN(meta.dtype,
                         GetRequired(value, field, "dtype", path, GetString));
-  RBLN_ASSIGN_OR_RETURN(meta.can_resize,
-                        GetOptional(value, field, "can_resize", path, GetBool));
   return meta;
 }
 
@@ -236,22 +247,29 @@ void AddCandidates(const Value& obj, absl::string_view parent,
   }
 }
 
+// A setting's value and the first field that gave it.
+template <typename T>
+struct Resolved {
+  T value;
+  std::string field;
+};
+
 // The value every candidate holds; nullopt when there is none.
 template <typename T>
-absl::StatusOr<std::optional<T>> Agree(const std::vector<Candidate>& candidates,
-                                       absl::string_view path, Getter<T> get) {
-  std::optional<T> agreed;
-  const Candidate* first = nullptr;
+absl::StatusOr<std::optional<Resolved<T>>> Agree(
+    const std::vector<Candidate>& candidates, absl::string_view path,
+    Getter<T> get) {
+  std::optional<Resolved<T>> agreed;
   for (const Candidate& candidate : candidates) {
     RBLN_ASSIGN_OR_RETURN(T value,
                           get(*candidate.value, candidate.field, path));
-    if (first == nullptr) {
-      agreed = std::move(value);
-      first = &candidate;
-    } else if (value != *agreed) {
-      return FieldError(candidate.field, path,
-                        absl::StrCat(Show(value), " disagrees with '",
-                                     first->field, "' = ", Show(*agreed)));
+    if (!agreed.has_value()) {
+      agreed = Resolved<T>{std::move(value), candidate.field};
+    } else if (value != agreed->value) {
+      return FieldError(
+          candidate.field, path,
+          absl::StrCat(Show(value), " disagrees with '", agreed->field,
+                       "' = ", Show(agreed->value)));
     }
   }
   return agreed;
@@ -280,7 +298,7 @@ absl::StatusOr<SettingScope> MakeSettingScope(const Value& object,
 // members (`keys` in order, which must agree), else its `_compile_cfgs`
 // entries (which must agree).
 template <typename T>
-absl::StatusOr<std::optional<T>> ResolveSetting(
+absl::StatusOr<std::optional<Resolved<T>>> ResolveSetting(
     const std::vector<SettingScope>& scopes,
     std::initializer_list<const char*> keys, absl::string_view path,
     Getter<T> get) {
@@ -297,7 +315,7 @@ absl::StatusOr<std::optional<T>> ResolveSetting(
     }
     if (!nested.empty()) return Agree(nested, path, get);
   }
-  return std::optional<T>();
+  return std::optional<Resolved<T>>();
 }
 
 // "(offset N, line L, column C)" of byte `offset` of `json`.
@@ -576,14 +594,14 @@ uint64_t RblnConfig::NumFullBlocks() const {
 uint64_t RblnConfig::NumMinBlocks() const {
   if (attn_impl != "flash_attn") return batch_size;
   if (kvcache_block_size == 0) return 0;
-  // min(L / S + 1, full) without overflowing L / S + 1.
-  uint64_t per_sequence = max_seq_len / kvcache_block_size;
-  uint64_t full = NumFullBlocks();
-  return per_sequence < full ? per_sequence + 1 : full;
+  // min(max(L / S, B) + 1, full) without overflowing the + 1.
+  const uint64_t in_use =
+      std::max(max_seq_len / kvcache_block_size, batch_size);
+  const uint64_t full = NumFullBlocks();
+  return in_use < full ? in_use + 1 : full;
 }
 
 bool KvcacheMeta::Resizable() const {
-  if (can_resize.has_value()) return *can_resize;
   return is_auto && (layer_type.empty() || layer_type == "full_attention");
 }
 
@@ -686,13 +704,16 @@ absl::StatusOr<RblnConfig> ParseRblnConfig(absl::string_view json,
     scopes.push_back(std::move(parent));
   }
   RBLN_ASSIGN_OR_RETURN(
-      std::optional<uint32_t> num_devices,
+      std::optional<Resolved<uint32_t>> num_devices,
       ResolveSetting(scopes, {"num_devices", "tensor_parallel_size"}, path,
                      GetDeviceCount));
-  config.num_devices = num_devices.value_or(1);
-  RBLN_ASSIGN_OR_RETURN(std::optional<std::string> npu,
+  if (num_devices.has_value()) config.num_devices = num_devices->value;
+  RBLN_ASSIGN_OR_RETURN(std::optional<Resolved<std::string>> npu,
                         ResolveSetting(scopes, {"npu"}, path, GetString));
-  config.npu = npu.value_or("");
+  if (npu.has_value()) {
+    config.npu = npu->value;
+    config.npu_field = npu->field;
+  }
   return config;
 }
 

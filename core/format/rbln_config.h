@@ -36,22 +36,23 @@ inline constexpr uint32_t kMaxNumDevices = 256;
 inline constexpr uint32_t kMaxChipletsPerNode = 64;
 
 // One KV-cache tensor of the decoder, an entry of `kvcache_metas` (written by
-// optimum-rbln before 0.12) or `cache_metas` (0.12 on; the same fields plus an
-// optional `can_resize`).
+// optimum-rbln before 0.12) or `cache_metas` (0.12 on; the same fields). A
+// `can_resize` key, which some files carry, is ignored: it decides nothing.
 struct KvcacheMeta {
   std::string name;
   int64_t layer_index = 0;
   std::vector<int64_t> shape;
-  // e.g. "full_attention", "sliding_attention"; "" when absent or null.
+  // "full_attention", "sliding_attention" or "linear_attention"; "" when
+  // absent or null (older configs), which is full attention. Any other value
+  // is refused when the config is parsed.
   std::string layer_type;
   bool is_auto = true;
   std::string dtype;
-  std::optional<bool> can_resize;  // nullopt when absent or null
 
-  // Whether a change of kvcache_num_blocks resizes this tensor, as
-  // optimum-rbln derives its can_resize property: `can_resize` when the
-  // config says, else `is_auto` and full attention (layer_type "" or
-  // "full_attention"; "sliding_attention" and anything else are fixed).
+  // Whether a change of kvcache_num_blocks resizes this tensor, by
+  // optimum-rbln's rule (cache_utils.py): `is_auto` and full attention
+  // (layer_type "" or "full_attention"); sliding and linear attention are
+  // fixed.
   bool Resizable() const;
 };
 
@@ -72,6 +73,9 @@ struct RblnConfig {
   std::vector<uint64_t> decoder_batch_sizes;  // empty when absent
   uint32_t num_devices = 1;
   std::string npu;  // "" when the config does not say (use the .rbln header)
+  // The field npu was read from ("npu", "_compile_cfgs[0].npu",
+  // "language_model.npu", ...); "" when npu is "".
+  std::string npu_field;
   // "" for a flat artifact; else the key of the parent object member that
   // holds the decoder's config (e.g. "language_model"), which is also the
   // subfolder holding the decoder's files: one plain directory name.
@@ -79,7 +83,8 @@ struct RblnConfig {
 
   // (L / S) * B
   uint64_t NumFullBlocks() const;
-  // flash_attn: min(L / S + 1, NumFullBlocks()); otherwise B.
+  // flash_attn: min(max(L / S, B) + 1, NumFullBlocks()) (optimum-rbln
+  // #648); otherwise B.
   uint64_t NumMinBlocks() const;
 };
 
@@ -112,9 +117,11 @@ struct RblnConfig {
 // attn_impl: "eager" or "flash_attn"; when absent or null it is flash_attn
 // if kvcache_partition_len is set, else eager.
 // kvcache_metas: from `kvcache_metas` or `cache_metas`, whichever is there
-// (entries need name, layer_index, shape, is_auto, dtype; layer_type and
-// can_resize are optional). Not needed here: see RequireCacheMetas.
-// num_devices: `num_devices`, else `tensor_parallel_size`, else
+// (entries need name, layer_index, shape, is_auto, dtype; layer_type is
+// optional, and a value other than full_attention, sliding_attention or
+// linear_attention is FAILED_PRECONDITION naming the tensor and the value). Not
+// needed here: see RequireCacheMetas. num_devices: `num_devices`, else
+// `tensor_parallel_size`, else
 // `_compile_cfgs[i].num_devices` / `tensor_parallel_size` (the decoder's
 // object first, then, for a submodule, the parent's), else 1.
 // npu: `npu`, else `_compile_cfgs[i].npu` (the same order), else "".

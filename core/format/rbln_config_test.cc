@@ -669,7 +669,6 @@ TEST(ParseRblnConfigTest, KvcacheMetaFieldsOfTheWrongType) {
            {"layer_type", "1", "kvcache_metas[0].layer_type"},
            {"is_auto", R"("yes")", "kvcache_metas[0].is_auto"},
            {"dtype", "16", "kvcache_metas[0].dtype"},
-           {"can_resize", "1", "kvcache_metas[0].can_resize"},
        }) {
     SCOPED_TRACE(absl::StrCat(c.key, " = ", c.value));
     std::string metas =
@@ -740,10 +739,9 @@ TEST(CacheMetasTest, BothKeysAreRefused) {
 TEST(CacheMetasTest, EntryErrorsNameTheKeyTheyAreUnder) {
   const std::string list =
       absl::StrCat("[", kMetaEntry, ", ", kMetaEntry, ", ",
-                   WithMember(kMetaEntry, "can_resize", R"("yes")"), "]");
+                   WithMember(kMetaEntry, "is_auto", R"("yes")"), "]");
   ExpectError(Parse(WithMember(kMinimal, "cache_metas", list)).status(),
-              absl::StatusCode::kFailedPrecondition,
-              "cache_metas[2].can_resize");
+              absl::StatusCode::kFailedPrecondition, "cache_metas[2].is_auto");
   ExpectError(
       Parse(WithMember(
                 kMinimal, "cache_metas",
@@ -754,7 +752,7 @@ TEST(CacheMetasTest, EntryErrorsNameTheKeyTheyAreUnder) {
               absl::StatusCode::kFailedPrecondition, "cache_metas");
 }
 
-TEST(CacheMetasTest, ResizableFollowsCanResizeElseIsAutoAndFullAttention) {
+TEST(CacheMetasTest, ResizableIsIsAutoAndFullAttentionWhateverCanResizeSays) {
   struct Case {
     const char* can_resize;  // JSON, or "" for absent
     const char* is_auto;
@@ -762,19 +760,20 @@ TEST(CacheMetasTest, ResizableFollowsCanResizeElseIsAutoAndFullAttention) {
     bool resizable;
   };
   for (const Case& c : std::vector<Case>{
-           // can_resize, when there, decides.
-           {"true", "false", R"("sliding_attention")", true},
+           // A can_resize key decides nothing, whatever it holds.
+           {"true", "false", R"("sliding_attention")", false},
            {"true", "true", R"("full_attention")", true},
-           {"false", "true", R"("full_attention")", false},
-           {"false", "true", "", false},
-           // Without it: is_auto and full attention.
+           {"false", "true", R"("full_attention")", true},
+           {"false", "true", "", true},
+           {R"("yes")", "true", "", true},
+           // is_auto and full attention (absent or null: full attention).
            {"", "true", R"("full_attention")", true},
            {"", "true", "", true},
            {"null", "true", "null", true},
            {"", "false", R"("full_attention")", false},
            {"", "false", "", false},
            {"", "true", R"("sliding_attention")", false},
-           {"", "true", R"("chunked_attention")", false},
+           {"", "true", R"("linear_attention")", false},
        }) {
     SCOPED_TRACE(absl::StrCat("can_resize=", c.can_resize, " is_auto=",
                               c.is_auto, " layer_type=", c.layer_type));
@@ -785,12 +784,21 @@ TEST(CacheMetasTest, ResizableFollowsCanResizeElseIsAutoAndFullAttention) {
         WithMember(kMinimal, "cache_metas", absl::StrCat("[", entry, "]")));
     ASSERT_TRUE(config.ok()) << config.status();
     ASSERT_EQ(config->kvcache_metas.size(), 1u);
-    const KvcacheMeta& meta = config->kvcache_metas[0];
-    EXPECT_EQ(
-        meta.can_resize.has_value(),
-        *c.can_resize != '\0' && absl::string_view(c.can_resize) != "null");
-    EXPECT_EQ(meta.Resizable(), c.resizable);
+    EXPECT_EQ(config->kvcache_metas[0].Resizable(), c.resizable);
   }
+}
+
+TEST(CacheMetasTest, AnUnknownLayerTypeIsRefusedNamingTheTensorAndTheValue) {
+  const std::string entry =
+      WithMember(kMetaEntry, "layer_type", R"("chunked_attention")");
+  absl::StatusOr<RblnConfig> config =
+      Parse(WithMember(kMinimal, "cache_metas",
+                       absl::StrCat("[", kMetaEntry, ", ", entry, "]")));
+  ExpectError(config.status(), absl::StatusCode::kFailedPrecondition,
+              "cache_metas[1].layer_type");
+  EXPECT_THAT(config.status().message(), HasSubstr("\"chunked_attention\""));
+  EXPECT_THAT(config.status().message(), HasSubstr("full_attention"));
+  EXPECT_THAT(config.status().message(), HasSubstr("tensor \""));
 }
 
 TEST(CacheMetasTest, RequireCacheMetasNamesBothKeys) {
@@ -934,7 +942,14 @@ TEST(ParseRblnConfigTest, FlashAttnBlockCounts) {
   config = Parse(WithMember(json, "batch_size", "1"));
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->NumFullBlocks(), 8u);  // 8 * 1
-  EXPECT_EQ(config->NumMinBlocks(), 8u);   // min(8 + 1, 8)
+  EXPECT_EQ(config->NumMinBlocks(), 8u);   // min(max(8, 1) + 1, 8)
+
+  // More sequences than blocks per sequence (optimum-rbln #648): one block
+  // for each batch entry, and one more.
+  config = Parse(WithMember(json, "batch_size", "16"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->NumFullBlocks(), 128u);  // 8 * 16
+  EXPECT_EQ(config->NumMinBlocks(), 17u);    // min(max(8, 16) + 1, 128)
 }
 
 TEST(ParseRblnConfigTest, PartitionLenStandsInForBlockSize) {

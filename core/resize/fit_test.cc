@@ -136,7 +136,7 @@ TEST(FitTest, MemoryBudgetOnLlama8B) {
 
   const uint64_t other = 4199680000;
   const uint64_t per_block = 64 * 8 * kMiB;
-  for (const char* text : {"0.8", "50%", "1", "10GB", "12GiB"}) {
+  for (const char* text : {"0.8", "50%", "1.0", "10GB", "12GiB"}) {
     absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(text);
     ASSERT_TRUE(budget.ok());
     absl::StatusOr<uint64_t> per_chiplet = budget->PerChipletBytes(*device);

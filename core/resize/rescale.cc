@@ -27,6 +27,80 @@ std::string HumanBytes(uint64_t bytes) {
   return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
 }
 
+// "17179869184 bytes (16.00 GiB)": exact, and readable.
+std::string ExactBytes(uint64_t bytes) {
+  return absl::StrCat(bytes, " bytes (", HumanBytes(bytes), ")");
+}
+
+// Why the minimum is what it is, with the numbers.
+std::string MinimumRule(const RblnConfig& config) {
+  if (config.attn_impl != "flash_attn") {
+    return absl::StrCat("eager: one block per batch entry, batch_size ",
+                        config.batch_size);
+  }
+  return absl::StrCat(
+      "flash_attn: min(max(max_seq_len / block_size, batch_size) + 1, full "
+      "blocks) = min(max(",
+      config.max_seq_len, " / ", config.kvcache_block_size, ", ",
+      config.batch_size, ") + 1, ", config.NumFullBlocks(), ")");
+}
+
+// Checks `target` against the whole of `device` and records the outcome in
+// `plan`: fits_device, max_fitting_num_blocks, a warning, and the refusal a
+// write returns unless forced. Not checked (a warning) when there is no
+// device or the artifact's chiplets do not line up with its.
+void CheckAgainstDevice(const Artifact& artifact, const MemoryModel& model,
+                        uint64_t target,
+                        const absl::StatusOr<DeviceSpec>& device,
+                        ResizePlan* plan) {
+  const auto not_checked = [&](absl::string_view why) {
+    plan->warnings.push_back(absl::StrCat(
+        "kvcache_num_blocks ", target, " was not checked against a device: ",
+        why, "; the model may fail to allocate at runtime"));
+  };
+  if (!device.ok()) return not_checked(device.status().message());
+  if (absl::Status chiplets = CheckChiplets(artifact, *device);
+      !chiplets.ok()) {
+    return not_checked(chiplets.message());
+  }
+  const uint64_t available = AvailablePerBucket(model.granularity, *device);
+  plan->max_fitting_num_blocks = FitModel(model, available).num_blocks;
+  plan->fits_device = Fits(model, available, target);
+  if (*plan->fits_device) return;
+  std::string message;
+  for (const BucketFit& b : DescribeBuckets(model, available, target)) {
+    if (b.headroom_bytes >= 0) continue;
+    message = absl::StrCat(
+        "kvcache_num_blocks ", target, " does not fit the ", device->family,
+        " device: node ", b.node,
+        model.granularity == BucketGranularity::kNode
+            ? std::string()
+            : absl::StrCat(" chiplet ", b.chiplet),
+        " needs ", ExactBytes(SaturatingAdd(b.other_bytes, b.kv_bytes)),
+        " (other allocations ", HumanBytes(b.other_bytes), " + KV cache ",
+        HumanBytes(b.kv_bytes), ") of ", ExactBytes(available),
+        " available; the largest count that fits is ",
+        plan->max_fitting_num_blocks);
+    break;
+  }
+  plan->warnings.push_back(message);
+  const uint64_t min_blocks = artifact.config().NumMinBlocks();
+  plan->device_refusal = WithErrorFacts(
+      absl::FailedPreconditionError(absl::StrCat(
+          message, "; nothing was written (",
+          plan->max_fitting_num_blocks >= min_blocks
+              ? absl::StrCat("choose at most ", plan->max_fitting_num_blocks,
+                             " blocks, or force it")
+              : absl::StrCat("not even the minimum of ", min_blocks,
+                             " blocks fits this device; force it"),
+          " with rbln-artifact --force, WriteOptions.force)")),
+      {.reason = ErrorReason::kExceedsDevice,
+       .current_num_blocks = artifact.current_num_blocks(),
+       .num_min_blocks = artifact.config().NumMinBlocks(),
+       .num_full_blocks = artifact.config().NumFullBlocks(),
+       .max_fitting_num_blocks = plan->max_fitting_num_blocks});
+}
+
 // Companion directories nest a few levels (tokenizer/, assets/); a deeper
 // tree in an artifact is refused rather than walked.
 constexpr int kMaxCompanionDepth = 32;
@@ -149,8 +223,9 @@ absl::Status CheckRescaled(const ContainerFacts& before,
   return absl::OkStatus();
 }
 
-absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
-                                      const DeviceSpec& device) {
+absl::StatusOr<ResizePlan> PlanResize(
+    const Artifact& artifact, uint64_t target,
+    const absl::StatusOr<DeviceSpec>& device) {
   for (const ContainerFile& file : artifact.containers()) {
     if (!file.codec->CanRescale()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -176,16 +251,8 @@ absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
     return WithErrorFacts(
         absl::InvalidArgumentError(absl::StrCat(
             "kvcache_num_blocks ", target, " is below the minimum ", min_blocks,
-            " for this artifact (",
-            config.attn_impl == "flash_attn"
-                ? absl::StrCat(
-                      "flash_attn: min(max_seq_len / block_size + 1, "
-                      "full blocks) = min(",
-                      config.max_seq_len / config.kvcache_block_size + 1, ", ",
-                      config.NumFullBlocks(), ")")
-                : absl::StrCat("eager: one block per batch entry, batch_size ",
-                               config.batch_size),
-            "); choose at least ", min_blocks)),
+            " for this artifact (", MinimumRule(config), "); choose at least ",
+            min_blocks)),
         facts(ErrorReason::kBelowMinBlocks, /*with_min=*/true));
   }
 
@@ -233,57 +300,36 @@ absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
             JoinPath(artifact.graph_dir(), kRblnConfigFileName)));
   }
 
+  // optimum-rbln's warning, then ours for the compiled count.
+  if (target > plan.current_num_blocks) {
+    plan.warnings.push_back(absl::StrCat(
+        "kvcache_num_blocks ", target, " is above the current count ",
+        plan.current_num_blocks,
+        ", which was sized to fit device DRAM; the model may fail to allocate "
+        "at runtime"));
+  }
   const uint64_t compiled = artifact.compiled_num_blocks();
   if (compiled != 0 && target > compiled) {
     plan.warnings.push_back(absl::StrCat(
         "kvcache_num_blocks ", target, " is above the compiled count ",
         compiled, "; the runtime must be able to allocate the larger cache"));
-  } else if (compiled == 0 && target > plan.current_num_blocks) {
-    // No codec knows the compiled count: optimum-rbln's own warning.
-    plan.warnings.push_back(absl::StrCat(
-        "kvcache_num_blocks ", target, " is above the current count ",
-        plan.current_num_blocks,
-        ", which was sized to fit device DRAM; the larger cache may not fit "
-        "when the model loads"));
   }
   if (target > config.NumFullBlocks()) {
     plan.warnings.push_back(absl::StrCat(
         "kvcache_num_blocks ", target, " is above the ", config.NumFullBlocks(),
         " blocks that max_seq_len / block_size * batch_size can use; the "
-        "extra blocks only cost memory"));
+        "extra blocks are never used"));
   }
-  if (CheckChiplets(artifact, device).ok()) {
-    const uint64_t available = AvailablePerBucket(model.granularity, device);
-    if (!Fits(model, available, target)) {
-      for (const BucketFit& b : DescribeBuckets(model, available, target)) {
-        if (b.headroom_bytes >= 0) continue;
-        plan.warnings.push_back(absl::StrCat(
-            "kvcache_num_blocks ", target, " does not fit the ", device.family,
-            " device: node ", b.node,
-            model.granularity == BucketGranularity::kNode
-                ? std::string()
-                : absl::StrCat(" chiplet ", b.chiplet),
-            " needs ", HumanBytes(SaturatingAdd(b.other_bytes, b.kv_bytes)),
-            " (other allocations ", HumanBytes(b.other_bytes), " + KV cache ",
-            HumanBytes(b.kv_bytes), ") of ", HumanBytes(available),
-            " available"));
-        break;
-      }
-    }
-  } else {
-    plan.warnings.push_back(absl::StrCat(
-        "cannot check the target against the device: the artifact has ",
-        artifact.buckets_per_node(), " chiplet(s) per node, the ",
-        device.family, " device ", device.chiplets_per_node));
-  }
+  CheckAgainstDevice(artifact, model, target, device, &plan);
   return plan;
 }
 
 absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
                                 const MemoryBudget& budget,
-                                const DeviceSpec& device) {
+                                const absl::StatusOr<DeviceSpec>& device) {
+  RBLN_RETURN_IF_ERROR(device.status());
   FitPlan result;
-  RBLN_ASSIGN_OR_RETURN(result.fit, FitMemoryBudget(artifact, budget, device));
+  RBLN_ASSIGN_OR_RETURN(result.fit, FitMemoryBudget(artifact, budget, *device));
   const uint64_t min_blocks = artifact.config().NumMinBlocks();
   if (result.fit.num_blocks < min_blocks) {
     std::string limit;
@@ -298,7 +344,8 @@ absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
         absl::FailedPreconditionError(absl::StrCat(
             "memory budget ", budget.ToString(), " fits only ",
             result.fit.num_blocks, " KV-cache block(s)", limit,
-            ", below the minimum ", min_blocks, "; raise the budget")),
+            ", below the minimum ", min_blocks, " (",
+            MinimumRule(artifact.config()), "); raise the budget")),
         {.reason = ErrorReason::kBudgetBelowMin,
          .current_num_blocks = artifact.current_num_blocks(),
          .num_min_blocks = min_blocks,

@@ -6,9 +6,11 @@
 // other allocations and the payload stay as they are.
 //
 // Planning is pure (no I/O) and applies the guards:
-//   t < num_min_blocks                    error
-//   t > compiled count, t > full count    warning
-//   t does not fit the device's whole available DRAM   warning
+//   t < num_min_blocks                                  error
+//   t > current count, t > compiled count, t > full     warning
+//   t does not fit the device's whole available DRAM    fits_device false,
+//       a warning, and device_refusal for the writer to return unless forced
+//   no device to check against                          a warning
 // Writing (WriteResizedArtifact) produces a complete artifact in a directory;
 // making that atomic is the commit engine's job.
 //
@@ -42,6 +44,15 @@ struct ResizePlan {
   // submodule's own rbln_config.json (when it has one).
   std::string new_config_text;
   std::optional<std::string> new_submodule_config_text;
+  // Whether the target fits the device's available DRAM on every bucket;
+  // nullopt when it could not be checked (a warning says why).
+  std::optional<bool> fits_device;
+  // The largest count that fits the device, when checked.
+  uint64_t max_fitting_num_blocks = 0;
+  // When fits_device is false: FAILED_PRECONDITION (EXCEEDS_DEVICE) naming
+  // the bucket, the bytes needed and available and the largest count that
+  // fits, for a write to return unless forced. OK otherwise.
+  absl::Status device_refusal;
 
   bool is_no_op() const { return current_num_blocks == target_num_blocks; }
 };
@@ -55,12 +66,14 @@ absl::Status CheckRescaled(const ContainerFacts& before,
                            const RescaleFactors& factors,
                            absl::string_view path, absl::string_view codec);
 
-// Plans a resize of `artifact` to `target` blocks. FAILED_PRECONDITION when a
-// graph's codec cannot rescale (an older compiler); INVALID_ARGUMENT when the
-// target is below the minimum (naming the minimum and why) or overflows;
-// warnings (in the plan) for the soft guards, with the numbers.
+// Plans a resize of `artifact` to `target` blocks, checked against `device`
+// (or, when it is an error, not checked: the error says why, in a warning).
+// FAILED_PRECONDITION when a graph's codec cannot rescale (an older
+// compiler); INVALID_ARGUMENT when the target is below the minimum (naming
+// the minimum and the rule with its numbers) or overflows; warnings (in the
+// plan) for the soft guards, with the numbers.
 absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
-                                      const DeviceSpec& device);
+                                      const absl::StatusOr<DeviceSpec>& device);
 
 struct FitPlan {
   FitResult fit;
@@ -68,11 +81,12 @@ struct FitPlan {
 };
 
 // Fits `artifact` to `budget` (FitMemoryBudget) and plans a resize to the
-// result. FAILED_PRECONDITION when fewer than num_min_blocks fit, naming how
-// many fit, the minimum, and the bucket that limits it.
+// result. `device`'s error when there is no device (a budget needs one);
+// FAILED_PRECONDITION when fewer than num_min_blocks fit, naming how many
+// fit, the minimum, and the bucket that limits it.
 absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
                                 const MemoryBudget& budget,
-                                const DeviceSpec& device);
+                                const absl::StatusOr<DeviceSpec>& device);
 
 // CANCELLED: "the write was cancelled (deadline passed, caller gone or
 // daemon stopping) <when>; nothing was changed". Every cancelled write says

@@ -153,19 +153,25 @@ TEST_F(RescaleTest, BelowMinimumIsInvalidArgument) {
   EXPECT_TRUE(PlanResize(e, 4, device_).ok());
 }
 
-TEST_F(RescaleTest, WarningsAboveCompiledAndFullCounts) {
+TEST_F(RescaleTest, WarningsAboveCurrentCompiledAndFullCounts) {
   SynthSpec spec;
   spec.kvcache_num_blocks = 10;  // compiled below the full 16
   const Artifact a = Make(spec);
   absl::StatusOr<ResizePlan> plan = PlanResize(a, 12, device_);
   ASSERT_TRUE(plan.ok());
-  ASSERT_EQ(plan->warnings.size(), 1u);
-  EXPECT_THAT(plan->warnings[0], HasSubstr("above the compiled count 10"));
+  ASSERT_EQ(plan->warnings.size(), 2u);
+  // optimum-rbln's own warning, then ours.
+  EXPECT_THAT(plan->warnings[0],
+              HasSubstr("above the current count 10, which was sized to fit "
+                        "device DRAM; the model may fail to allocate at "
+                        "runtime"));
+  EXPECT_THAT(plan->warnings[1], HasSubstr("above the compiled count 10"));
+  EXPECT_EQ(plan->fits_device, std::optional<bool>(true));
 
   plan = PlanResize(a, 17, device_);
   ASSERT_TRUE(plan.ok());
-  ASSERT_EQ(plan->warnings.size(), 2u);
-  EXPECT_THAT(plan->warnings[1], HasSubstr("above the 16 blocks"));
+  ASSERT_EQ(plan->warnings.size(), 3u);
+  EXPECT_THAT(plan->warnings[2], HasSubstr("above the 16 blocks"));
 
   plan = PlanResize(a, 10, device_);
   ASSERT_TRUE(plan.ok());
@@ -173,14 +179,58 @@ TEST_F(RescaleTest, WarningsAboveCompiledAndFullCounts) {
   EXPECT_TRUE(plan->is_no_op());
 }
 
-TEST_F(RescaleTest, WarningWhenTheTargetDoesNotFitTheDevice) {
+TEST_F(RescaleTest, ACountTheDeviceCannotHoldCarriesItsRefusal) {
   const Artifact a = Make(SynthSpec{});
-  // 4 tensors x align(64 KiB * 100000) = 4 x 6250 MiB: more than 15.7 GiB.
-  absl::StatusOr<ResizePlan> plan = PlanResize(a, 100000, device_);
+  absl::StatusOr<ResizePlan> plan = PlanResize(a, 16, device_);
   ASSERT_TRUE(plan.ok());
-  ASSERT_EQ(plan->warnings.size(), 3u);
-  EXPECT_THAT(plan->warnings[2], HasSubstr("does not fit the RBLN-CA device"));
-  EXPECT_THAT(plan->warnings[2], HasSubstr("15.72 GiB available"));
+  EXPECT_EQ(plan->fits_device, std::optional<bool>(true));
+  EXPECT_TRUE(plan->device_refusal.ok());
+  const uint64_t max_fitting = plan->max_fitting_num_blocks;
+  EXPECT_GE(max_fitting, 16u);
+
+  // 4 tensors x align(64 KiB * 100000) = 4 x 6250 MiB: more than 15.7 GiB.
+  plan = PlanResize(a, 100000, device_);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->fits_device, std::optional<bool>(false));
+  EXPECT_EQ(plan->max_fitting_num_blocks, max_fitting);
+  // Above the current, compiled and full counts, and the device.
+  ASSERT_EQ(plan->warnings.size(), 4u);
+  EXPECT_THAT(plan->warnings[3], HasSubstr("does not fit the RBLN-CA device"));
+  EXPECT_THAT(plan->warnings[3],
+              HasSubstr("16877879296 bytes (15.72 GiB) available"));
+  EXPECT_EQ(plan->device_refusal.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(plan->device_refusal.message(), HasSubstr("node 0 chiplet 0"));
+  EXPECT_THAT(
+      plan->device_refusal.message(),
+      HasSubstr(absl::StrCat("the largest count that fits is ", max_fitting)));
+  EXPECT_THAT(plan->device_refusal.message(), HasSubstr("nothing was written"));
+  EXPECT_THAT(plan->device_refusal.message(), HasSubstr("--force"));
+  std::optional<ErrorFacts> facts = GetErrorFacts(plan->device_refusal);
+  ASSERT_TRUE(facts.has_value());
+  EXPECT_EQ(facts->reason, ErrorReason::kExceedsDevice);
+  EXPECT_EQ(facts->max_fitting_num_blocks, max_fitting);
+  EXPECT_EQ(facts->num_min_blocks, std::optional<uint64_t>(9));
+}
+
+TEST_F(RescaleTest, WithoutADeviceTheTargetIsNotCheckedAndSaysSo) {
+  const Artifact a = Make(SynthSpec{});
+  absl::StatusOr<ResizePlan> plan = PlanResize(
+      a, 100000, absl::FailedPreconditionError("the artifact names no NPU"));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_FALSE(plan->fits_device.has_value());
+  EXPECT_TRUE(plan->device_refusal.ok());
+  ASSERT_FALSE(plan->warnings.empty());
+  EXPECT_THAT(plan->warnings.back(),
+              HasSubstr("was not checked against a device: the artifact names "
+                        "no NPU"));
+
+  // A budget needs a device.
+  absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse("80%");
+  ASSERT_TRUE(budget.ok());
+  EXPECT_EQ(PlanFit(a, *budget, absl::FailedPreconditionError("no NPU"))
+                .status()
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(RescaleTest, OverflowingTargetIsRefused) {

@@ -663,7 +663,13 @@ DramProvider* ArtifactStore::device_provider() const {
 
 absl::StatusOr<DramChoice> ArtifactStore::DeviceFor(
     const Artifact& artifact) const {
-  return device_provider()->ForNpu(artifact.npu());
+  RBLN_ASSIGN_OR_RETURN(DramChoice choice,
+                        device_provider()->ForNpu(artifact.npu()));
+  if (!artifact.npu().empty()) {
+    absl::StrAppend(&choice.source, "; NPU ", artifact.npu(), " from ",
+                    artifact.npu_source());
+  }
+  return choice;
 }
 
 uint64_t ArtifactStore::DeviceGeneration() const {
@@ -1005,23 +1011,32 @@ absl::StatusOr<ResizePlan> ArtifactStore::Plan(const WriteRequest& request,
          .artifact = name,
          .current_num_blocks = artifact.current_num_blocks()});
   }
-  RBLN_ASSIGN_OR_RETURN(DramChoice device, DeviceFor(artifact));
-  result->dram_source = device.source;
+  // No device (the artifact names no NPU this daemon knows, and no probe
+  // or override says): a set is written unchecked, a budget refused.
+  const absl::StatusOr<DramChoice> device = DeviceFor(artifact);
+  const absl::StatusOr<DeviceSpec> spec =
+      device.ok() ? absl::StatusOr<DeviceSpec>(device->spec) : device.status();
   ResizePlan plan;
   if (request.budget.has_value()) {
-    absl::StatusOr<FitPlan> fit =
-        PlanFit(artifact, *request.budget, device.spec);
+    absl::StatusOr<FitPlan> fit = PlanFit(artifact, *request.budget, spec);
     if (!fit.ok()) return NameArtifactInFacts(fit.status(), name);
     result->fit = std::move(fit->fit);
     plan = std::move(fit->plan);
   } else {
     absl::StatusOr<ResizePlan> resize =
-        PlanResize(artifact, *request.target, device.spec);
+        PlanResize(artifact, *request.target, spec);
     if (!resize.ok()) return NameArtifactInFacts(resize.status(), name);
     plan = *std::move(resize);
   }
+  if (!request.dry_run && !request.force && !plan.device_refusal.ok()) {
+    return NameArtifactInFacts(plan.device_refusal, name);
+  }
   result->new_num_blocks = plan.target_num_blocks;
-  result->warnings = device.warnings;
+  result->fits_device = plan.fits_device;
+  if (device.ok()) {
+    result->dram_source = device->source;
+    result->warnings = device->warnings;
+  }
   result->warnings.insert(result->warnings.end(), plan.warnings.begin(),
                           plan.warnings.end());
   if (!output_name.empty()) {

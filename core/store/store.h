@@ -134,6 +134,9 @@ struct WriteRequest {
   std::string output_name;
   bool replace = false;  // allow an existing output directory to be replaced
   bool dry_run = false;  // plan and report; write nothing
+  // A set (target) only: write a count that does not fit the device
+  // (ResizePlan::device_refusal), with the warning.
+  bool force = false;
   // Compare-and-set: ABORTED unless the current count is this.
   std::optional<uint64_t> expected_current;
   // Check every payload segment's checksum before copying it (DATA_LOSS on
@@ -179,6 +182,8 @@ struct WriteResult {
   std::vector<std::string> warnings;
   std::optional<FitResult> fit;  // for budget requests
   std::string dram_source;       // where the device figures came from
+  // Whether new_num_blocks fits the device; nullopt when not checked.
+  std::optional<bool> fits_device;
 };
 
 class ArtifactStore {
@@ -304,7 +309,9 @@ class ArtifactStore {
   // read-only root, an unreadable or too deep directory).
   absl::StatusOr<StoreListing> ListAll();
 
-  // The device figures that apply to `artifact`.
+  // The device figures that apply to `artifact`, their source naming where
+  // its NPU came from; the provider's error when there are none (no NPU
+  // named or known, no probe or override that says).
   absl::StatusOr<DramChoice> DeviceFor(const Artifact& artifact) const;
   // Stays the same for as long as DeviceFor's answers do; 0 when unknown
   // (DramProvider::AnswersGeneration).
