@@ -1126,6 +1126,10 @@ void AddErrorDetail(const rbln::artifact::v1::ErrorDetail& detail,
   if (detail.has_num_full_blocks()) {
     failure->counts.emplace_back("num_full_blocks", detail.num_full_blocks());
   }
+  if (detail.has_max_fitting_num_blocks()) {
+    failure->counts.emplace_back("max_fitting_num_blocks",
+                                 detail.max_fitting_num_blocks());
+  }
 }
 
 Failure CallFailure(const CliOptions& options, const absl::Status& status,

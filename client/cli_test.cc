@@ -962,6 +962,17 @@ TEST(FailureTest, ErrorDetailAddsReasonAndCountsAsJsonNumbers) {
   EXPECT_EQ(cas_details["current_num_blocks"].GetUint64(), 0u);
   EXPECT_FALSE(cas_details.HasMember("num_min_blocks"));
   EXPECT_FALSE(cas_details.HasMember("num_full_blocks"));
+  EXPECT_FALSE(cas_details.HasMember("max_fitting_num_blocks"));
+
+  // A count the device cannot hold says the largest that fits.
+  rbln::artifact::v1::ErrorDetail exceeds;
+  exceeds.set_reason(rbln::artifact::v1::ErrorDetail::EXCEEDS_DEVICE);
+  exceeds.set_max_fitting_num_blocks(23);
+  rapidjson::Document exceeds_doc = ParseJsonLine(FormatJsonError(CallFailure(
+      Writer(), absl::FailedPreconditionError("too big"), true, &exceeds)));
+  const rapidjson::Value& exceeds_details = exceeds_doc["error"]["details"];
+  EXPECT_STREQ(exceeds_details["reason"].GetString(), "EXCEEDS_DEVICE");
+  EXPECT_EQ(exceeds_details["max_fitting_num_blocks"].GetUint64(), 23u);
 }
 
 TEST(FailureTest, AlreadyExistsNamesReplace) {

@@ -335,8 +335,7 @@ TEST_F(DescribeReplyTest, ACallerNotOnTheUnixSocketNamesNoAbsolutePath) {
 TEST_F(DescribeReplyTest, TheSameReadIsTheSameReply) {
   const v1::DescribeArtifactResponse first = Describe();
   ASSERT_EQ(first.artifact(), "tiny");
-  EXPECT_EQ(first.dram_source(),
-            absl::StrCat("the first device", kNpuSource));
+  EXPECT_EQ(first.dram_source(), absl::StrCat("the first device", kNpuSource));
   ASSERT_GT(first.buckets_size(), 0);
   ASSERT_GT(first.graphs_size(), 0);
   EXPECT_GT(first.max_fitting_num_blocks(), 0u);
@@ -471,8 +470,7 @@ TEST_F(DeviceGenerationTest, AKeptReplyIsSentWithoutAskingTheDevice) {
   // The first Describe reads the files on a reader thread (its reply is not
   // kept); the second keeps its reply under generation 5.
   const v1::DescribeArtifactResponse first = Describe();
-  EXPECT_EQ(first.dram_source(),
-            absl::StrCat("the first device", kNpuSource));
+  EXPECT_EQ(first.dram_source(), absl::StrCat("the first device", kNpuSource));
   EXPECT_EQ(Describe().SerializeAsString(), first.SerializeAsString());
   EXPECT_EQ(asked(), 2);
   for (int i = 0; i < 3; ++i) {

@@ -421,9 +421,10 @@ int main(int argc, char** argv) {
       ->type_name("[NAME=]DIR");
   app.add_option("--device-dram", device_dram,
                  "Override the device DRAM: BYTES[,CHIPLETS] per device, e.g. "
-                 "16GiB or 144GiB,4 (a bare number is bytes, and must be at "
-                 "least 1 GiB: 17179869184); wins over the probe and the spec "
-                 "table");
+                 "16GiB or 144GiB,4 (GB is binary too, as in budgets: 16GB = "
+                 "16GiB; a bare number is bytes, and must be at least 1 GiB: "
+                 "17179869184); wins over the probe and the spec table, and "
+                 "needs no NPU named by the artifact");
   app.add_option("--rbln-smi", rbln_smi,
                  "The device probe: PATH of rbln-smi (or rbln-stat) to run "
                  "for the host's NPUs and their DRAM; 'none' for the spec "

@@ -252,6 +252,93 @@ TEST_F(E2eDeviceTest, ConfigFileSetsTheProbeAndAnOverrideWinsOverIt) {
   EXPECT_EQ(JsonU64(doc["fit"], "budget_per_chiplet"), 12 * kGiB * 8 / 10);
 }
 
+// A count the device cannot hold is refused, in place and into a new
+// directory, a shrink that still does not fit too; nothing is written. A dry
+// run says so and exits 0; --force writes it, with the warning.
+TEST_F(E2eDeviceTest, ACountTheDeviceCannotHoldIsRefusedUnlessForced) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--rbln-smi", "none"}));
+  Outcome described = Cli("--describe --model-id ./llama --json");
+  ASSERT_EQ(described.code, 0) << described;
+  const rapidjson::Document description = ParseJson(described);
+  const uint64_t max_fitting = JsonU64(description, "max_fitting_num_blocks");
+  const std::string fitting_text =
+      max_fitting == JsonU64(description, "num_full_blocks")
+          ? absl::StrCat("the full count of ", max_fitting, " fits")
+          : absl::StrCat("the largest count that fits is ", max_fitting);
+  const auto before = testing::HashTree(store_ + "/llama");
+
+  for (const char* where : {"", " --output-dir ./copy"}) {
+    SCOPED_TRACE(where);
+    Outcome o = Cli(absl::StrCat(
+        "--set-kvcache-num-blocks 100000 --model-id ./llama --json", where));
+    EXPECT_EQ(o.code, 1) << o;
+    rapidjson::Document error = ParseJson(o);
+    ASSERT_TRUE(error.HasMember("error")) << o;
+    const rapidjson::Value& details = error["error"]["details"];
+    EXPECT_EQ(std::string(details["reason"].GetString()), "EXCEEDS_DEVICE");
+    EXPECT_EQ(JsonU64(details, "max_fitting_num_blocks"), max_fitting);
+    EXPECT_THAT(o.err,
+                AllOf(HasSubstr("FAILED_PRECONDITION"),
+                      HasSubstr("does not fit the RBLN-CA device: node 0 "
+                                "chiplet 0 needs"),
+                      HasSubstr(absl::StrCat(kCaAvailable, " bytes")),
+                      HasSubstr(fitting_text), HasSubstr("nothing was written"),
+                      HasSubstr("--force")));
+    EXPECT_EQ(testing::HashTree(store_ + "/llama"), before);
+    EXPECT_FALSE(std::filesystem::exists(store_ + "/copy"));
+  }
+
+  Outcome dry = Cli(
+      "--set-kvcache-num-blocks 100000 --model-id ./llama --dry-run --json");
+  ASSERT_EQ(dry.code, 0) << dry;
+  rapidjson::Document reply = ParseJson(dry);
+  ASSERT_TRUE(reply.HasMember("fits_device")) << dry;
+  EXPECT_FALSE(reply["fits_device"].GetBool());
+  EXPECT_THAT(dry.err, HasSubstr("warning: kvcache_num_blocks 100000 does not "
+                                 "fit the RBLN-CA device"));
+  Outcome fits = Cli(absl::StrCat("--set-kvcache-num-blocks ", max_fitting,
+                                  " --model-id ./llama --dry-run --json"));
+  ASSERT_EQ(fits.code, 0) << fits;
+  EXPECT_TRUE(ParseJson(fits)["fits_device"].GetBool());
+
+  Outcome forced =
+      Cli("--set-kvcache-num-blocks 100000 --model-id ./llama --force");
+  ASSERT_EQ(forced.code, 0) << forced;
+  EXPECT_THAT(forced.err, HasSubstr("warning: kvcache_num_blocks 100000 does "
+                                    "not fit the RBLN-CA device"));
+  EXPECT_EQ(e2e::CountOnDisk(store_ + "/llama"), 100000u);
+
+  // A shrink that still does not fit is refused too, in place and into a
+  // new directory.
+  const auto forced_tree = testing::HashTree(store_ + "/llama");
+  for (const char* where : {"", " --output-dir ./copy"}) {
+    SCOPED_TRACE(where);
+    Outcome o = Cli(absl::StrCat(
+        "--set-kvcache-num-blocks 50000 --model-id ./llama", where));
+    EXPECT_EQ(o.code, 1) << o;
+    EXPECT_THAT(o.err, HasSubstr("kvcache_num_blocks 50000 does not fit"));
+    EXPECT_EQ(testing::HashTree(store_ + "/llama"), forced_tree);
+    EXPECT_FALSE(std::filesystem::exists(store_ + "/copy"));
+  }
+  // --force never passes the minimum.
+  Outcome below =
+      Cli("--set-kvcache-num-blocks 1 --model-id ./llama --force --json");
+  EXPECT_EQ(below.code, 1) << below;
+  EXPECT_THAT(below.out, HasSubstr("BELOW_MIN_BLOCKS"));
+}
+
+TEST_F(E2eDeviceTest, ForceGoesOnlyWithASet) {
+  for (const char* args :
+       {"--set-memory-budget 0.8 --model-id ./llama --force",
+        "--get-kvcache-num-blocks --model-id ./llama --force"}) {
+    SCOPED_TRACE(args);
+    Outcome o = Cli(args);
+    EXPECT_EQ(o.code, 2) << o;
+    EXPECT_THAT(o.err,
+                HasSubstr("--force goes only with --set-kvcache-num-blocks"));
+  }
+}
+
 TEST_F(E2eDeviceTest, UnknownConfigEntryIsAStartupError) {
   const std::string config = root_.Join("typo.toml");
   WriteFileOrDie(config, "rbln-smii = \"/usr/bin/rbln-smi\"\n");

@@ -165,9 +165,9 @@ TEST_F(E2eTest, SetKvcacheNumBlocksThenGetReturnsIt) {
       absl::StrCat("--set-kvcache-num-blocks ", target, " --model-id ./llama"));
   ASSERT_EQ(set.code, 0) << set;
   // optimum-rbln-cli's line on stdout; the change on stderr.
-  EXPECT_EQ(set.out, absl::StrCat("Set kvcache_num_blocks to ", target,
-                                  " for artifact at ", StorePath("llama"),
-                                  "\n"));
+  EXPECT_EQ(set.out,
+            absl::StrCat("Set kvcache_num_blocks to ", target,
+                         " for artifact at ", StorePath("llama"), "\n"));
   EXPECT_THAT(set.err, HasSubstr(absl::StrCat(before, " -> ", target)));
   EXPECT_EQ(Get("./llama"), target);
   EXPECT_EQ(CountOnDisk(StorePath("llama")), target);
@@ -251,10 +251,10 @@ TEST_F(E2eTest, SetMemoryBudgetFractionWritesTheFittingCount) {
 
   Outcome o = Cli("--set-memory-budget 0.8 --model-id ./llama");
   ASSERT_EQ(o.code, 0) << o;
-  EXPECT_EQ(o.out, absl::StrCat("memory_budget 0.8 fits kvcache_num_blocks=",
-                                planned, "\nSet kvcache_num_blocks to ",
-                                planned, " for artifact at ",
-                                StorePath("llama"), "\n"));
+  EXPECT_EQ(o.out,
+            absl::StrCat("memory_budget 0.8 fits kvcache_num_blocks=", planned,
+                         "\nSet kvcache_num_blocks to ", planned,
+                         " for artifact at ", StorePath("llama"), "\n"));
   EXPECT_THAT(o.err, HasSubstr(absl::StrCat("-> ", planned)));
   EXPECT_THAT(o.err, HasSubstr("budget 80%"));
   EXPECT_EQ(Get("./llama"), planned);
@@ -890,6 +890,27 @@ class E2eTcpTest : public ::testing::Test {
   std::string address_;
   Daemon daemon_;
 };
+
+// optimum-rbln-cli's Set line names the directory written: over TCP the
+// daemon's store joined with the store-relative name
+// (tests/optimum_output_test.cc has the Unix socket's).
+TEST_F(E2eTcpTest, TheSetLineNamesTheStoreJoinedWithTheName) {
+  Outcome set = Cli("--set-kvcache-num-blocks 10 --model-id tiny");
+  ASSERT_EQ(set.code, 0) << set;
+  EXPECT_EQ(set.out, absl::StrCat("Set kvcache_num_blocks to 10 for artifact "
+                                  "at ",
+                                  store_, "/tiny\n"));
+  EXPECT_EQ(set.err, "kvcache_num_blocks: 16 -> 10\n");
+
+  Outcome copy = Cli("--set-memory-budget 0.8 --model-id tiny -o team-c");
+  ASSERT_EQ(copy.code, 0) << copy;
+  EXPECT_EQ(copy.out, absl::StrCat("memory_budget 0.8 fits "
+                                   "kvcache_num_blocks=16\n"
+                                   "Set kvcache_num_blocks to 16 for "
+                                   "artifact at ",
+                                   store_, "/team-c\n"));
+  EXPECT_EQ(CountOnDisk(store_ + "/team-c"), 16u);
+}
 
 TEST_F(E2eTcpTest, ModelIdIsRelativeToTheStoreRoot) {
   const uint64_t count = CountOnDisk(store_ + "/tiny");

@@ -86,9 +86,10 @@ class Daemon:
         self.err = tempfile.TemporaryFile(mode="w+")
         self.process = subprocess.Popen(
             [os.path.join(BIN_DIR, "rbln-artifactd"), "--store", store,
-             "--listen", self.address, "--log-level", log_level,
-             # Spec-table figures whatever NPUs this host has.
-             "--rbln-smi", "none"] +
+             "--listen", self.address, "--log-level", log_level] +
+            # Spec-table figures whatever NPUs this host has, unless the
+            # caller chooses.
+            ([] if "--rbln-smi" in extra_flags else ["--rbln-smi", "none"]) +
             list(extra_flags),
             stdout=subprocess.DEVNULL, stderr=self.err, env=env,
             preexec_fn=_die_with_parent)

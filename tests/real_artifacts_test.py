@@ -812,6 +812,65 @@ class ConfigVariantsTest(Base):
                 self.assert_unchanged(before, " ".join(args))
 
 
+class NpuResolutionTest(Base):
+    """An artifact that names no NPU (optimum-rbln's re-save can leave
+    `_compile_cfgs[].npu` null, and the rebel adapter reads none from the
+    files): sized for the NPU of the probe's lowest-index device; with no
+    probe, a budget is refused and a set is written unchecked, saying so;
+    --device-dram needs no NPU."""
+
+    def setUp(self):
+        super().setUp()
+        spec = flat_spec(npu="RBLN-CR03")
+        config = spec["rbln_config"]
+        del config["npu"]
+        for compile_cfg in config["_compile_cfgs"]:
+            compile_cfg["npu"] = None
+        self.path = self.make("no-npu", spec)
+        self.smi = os.path.join(self.root, "rbln-smi")
+        with open(self.smi, "w") as f:
+            f.write("#!/bin/sh\ncat " + os.path.join(
+                HERE, "testdata", "rbln-smi", "rbln-smi-rebel-cr13.txt") +
+                "\n")
+        os.chmod(self.smi, 0o755)
+
+    def test_the_probes_lowest_index_device_names_it(self):
+        self.start(flags=["--rbln-smi", self.smi])
+        fit = self.cli("--set-memory-budget", "0.5", "--model-id", self.path,
+                       "--dry-run")
+        self.assertIn("NPU RBLN-CR13 from the probe's lowest-index device",
+                      fit["fit"]["dram_source"])
+        self.assertIn("fits_device", fit)
+        described = self.cli("--describe", "--model-id", self.path)
+        self.assertIn("NPU RBLN-CR13 from the probe's lowest-index device",
+                      described["dram_source"])
+
+    def test_without_a_probe_a_budget_is_refused_and_a_set_unchecked(self):
+        self.start()  # with --rbln-smi none
+        before = tree_state(self.store)
+        error = self.error("--set-memory-budget", "0.5", "--model-id",
+                           self.path)
+        self.assertEqual(error["code"], "FAILED_PRECONDITION")
+        self.assertIn("the artifact names no NPU", error["message"])
+        self.assertIn("the probe is off", error["message"])
+        self.assertIn("give the daemon --device-dram", error["message"])
+        self.assert_unchanged(before, "a refused budget")
+        reply = self.cli("--set-kvcache-num-blocks", "600", "--model-id",
+                         self.path)
+        self.assertTrue(reply["written"])
+        self.assertNotIn("fits_device", reply)
+        self.assertTrue(any("was not checked against a device" in warning
+                            for warning in reply["warnings"]),
+                        reply["warnings"])
+
+    def test_device_dram_needs_no_npu(self):
+        self.start(flags=["--device-dram", "140GiB,4"])
+        fit = self.cli("--set-memory-budget", "0.5", "--model-id", self.path,
+                       "--dry-run")
+        self.assertIn("override (--device-dram)", fit["fit"]["dram_source"])
+        self.assertEqual(fit["fit"]["budget_per_chiplet"], 70 * 2**30 // 4)
+
+
 class MultimodalTest(Base):
     """Case 6: Llava's layout, the decoder as the language_model
     submodule."""

@@ -346,8 +346,9 @@ TEST_F(StartupTest, ClientRefusesAmbiguousAndBadBudgetsWithHints) {
       {"0", "is zero: budgets are positive"},
       {"10G", "did you mean 10GB?"},
       {"-1", "is negative: budgets are positive"},
-      {"1", "`1` is one byte to optimum-rbln-cli; write 1.0 or 100% for all "
-            "of the DRAM, or 1B"},
+      {"1",
+       "`1` is one byte to optimum-rbln-cli; write 1.0 or 100% for all "
+       "of the DRAM, or 1B"},
   };
   for (const auto& [budget, hint] : cases) {
     SCOPED_TRACE(budget);

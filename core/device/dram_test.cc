@@ -1,6 +1,7 @@
 #include "core/device/dram.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -21,6 +22,8 @@ TEST(ParseDramOverrideTest, AcceptsSizesWithUnitsAndLargeBareCounts) {
     uint32_t chiplets;  // 0: none given
   } cases[] = {
       {"16GiB", 16 * kGiB, 0},
+      // GB is binary, as optimum-rbln-cli reads it: 16GB is 16 GiB.
+      {"16GB", 16 * kGiB, 0},
       {"144GiB,4", 144 * kGiB, 4},
       {"17179869184", 16 * kGiB, 0},
       {"1073741824", kGiB, 0},   // a bare count of exactly 1 GiB
@@ -35,6 +38,16 @@ TEST(ParseDramOverrideTest, AcceptsSizesWithUnitsAndLargeBareCounts) {
     EXPECT_EQ(dram->bytes_per_node, c.bytes);
     EXPECT_EQ(dram->chiplets.value_or(0), c.chiplets);
   }
+}
+
+// --device-dram needs no NPU: an artifact that names none is sized by it.
+TEST(OverrideProviderTest, AnswersForAnArtifactThatNamesNoNpu) {
+  std::unique_ptr<DramProvider> provider =
+      NewOverrideProvider({.bytes_per_node = 16 * kGiB, .chiplets = 2});
+  absl::StatusOr<DramChoice> choice = provider->ForNpu("");
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->spec.AvailablePerNode(), 16 * kGiB);
+  EXPECT_EQ(choice->spec.chiplets_per_node, 2u);
 }
 
 TEST(ParseDramOverrideTest, RefusesWithAHint) {

@@ -267,6 +267,44 @@ TEST_F(ProbeProviderTest, UnknownTargetNpuIsAnErrorEvenWithAWorkingProbe) {
               HasSubstr("unknown NPU 'RBLN-ZZ9'"));
 }
 
+// An artifact that names no NPU is sized for the NPU of the lowest-index
+// device, as optimum-rbln resolves it from the host's device 0.
+TEST_F(ProbeProviderTest, NoNpuNamedTakesTheLowestIndexDevices) {
+  const std::string tool = FakeTool(
+      "cat <<'EOF'\n"
+      "+---+\n"
+      "| NPU | Name | Device | Memory(used/total) |\n"
+      "+---+\n"
+      "| 3 | RBLN-CA12 | rbln3 | 0.0B / 15.7GiB |\n"
+      "| 1 | RBLN-CR13 | rbln1 | 0.0B / 140.0GiB |\n"
+      "+---+\n"
+      "EOF");
+  std::unique_ptr<DramProvider> provider = NewProbeProvider(Options(tool));
+  absl::StatusOr<DramChoice> choice = provider->ForNpu("");
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_EQ(choice->spec.family, "RBLN-CR");
+  EXPECT_EQ(choice->spec.chiplets_per_node, 4u);
+  EXPECT_THAT(choice->source,
+              HasSubstr("NPU RBLN-CR13 from the probe's lowest-index device"));
+}
+
+TEST_F(ProbeProviderTest, NoNpuNamedAndNoDeviceSaysToGiveDeviceDram) {
+  const std::string tool =
+      FakeTool("echo 'rbln-smi: driver not loaded' >&2; exit 3");
+  std::unique_ptr<DramProvider> provider = NewProbeProvider(Options(tool));
+  absl::StatusOr<DramChoice> choice = provider->ForNpu("");
+  ASSERT_FALSE(choice.ok());
+  EXPECT_EQ(choice.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(choice.status().message()),
+              AllOf(HasSubstr("names no NPU"), HasSubstr("did not answer"),
+                    HasSubstr("give the daemon --device-dram")));
+  // The spec table alone (--rbln-smi none) says the probe is off.
+  choice = NewSpecTableProvider()->ForNpu("");
+  EXPECT_EQ(choice.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(choice.status().message()),
+              AllOf(HasSubstr("the probe is off"), HasSubstr("--device-dram")));
+}
+
 TEST_F(ProbeProviderTest, FailingToolFallsBackWithItsError) {
   const std::string tool =
       FakeTool("echo 'rbln-smi: driver not loaded' >&2; exit 3");

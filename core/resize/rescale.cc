@@ -78,9 +78,11 @@ void CheckAgainstDevice(const Artifact& artifact, const MemoryModel& model,
             : absl::StrCat(" chiplet ", b.chiplet),
         " needs ", ExactBytes(SaturatingAdd(b.other_bytes, b.kv_bytes)),
         " (other allocations ", HumanBytes(b.other_bytes), " + KV cache ",
-        HumanBytes(b.kv_bytes), ") of ", ExactBytes(available),
-        " available; the largest count that fits is ",
-        plan->max_fitting_num_blocks);
+        HumanBytes(b.kv_bytes), ") of ", ExactBytes(available), " available; ",
+        plan->max_fitting_num_blocks == model.num_full_blocks
+            ? absl::StrCat("the full count of ", model.num_full_blocks, " fits")
+            : absl::StrCat("the largest count that fits is ",
+                           plan->max_fitting_num_blocks));
     break;
   }
   plan->warnings.push_back(message);

@@ -47,7 +47,8 @@ struct ResizePlan {
   // Whether the target fits the device's available DRAM on every bucket;
   // nullopt when it could not be checked (a warning says why).
   std::optional<bool> fits_device;
-  // The largest count that fits the device, when checked.
+  // The largest count up to the full count that fits the device, when
+  // checked.
   uint64_t max_fitting_num_blocks = 0;
   // When fits_device is false: FAILED_PRECONDITION (EXCEEDS_DEVICE) naming
   // the bucket, the bytes needed and available and the largest count that

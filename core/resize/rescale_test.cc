@@ -202,7 +202,7 @@ TEST_F(RescaleTest, ACountTheDeviceCannotHoldCarriesItsRefusal) {
   EXPECT_THAT(plan->device_refusal.message(), HasSubstr("node 0 chiplet 0"));
   EXPECT_THAT(
       plan->device_refusal.message(),
-      HasSubstr(absl::StrCat("the largest count that fits is ", max_fitting)));
+      HasSubstr(absl::StrCat("the full count of ", max_fitting, " fits")));
   EXPECT_THAT(plan->device_refusal.message(), HasSubstr("nothing was written"));
   EXPECT_THAT(plan->device_refusal.message(), HasSubstr("--force"));
   std::optional<ErrorFacts> facts = GetErrorFacts(plan->device_refusal);

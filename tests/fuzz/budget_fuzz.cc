@@ -9,7 +9,9 @@
 //  * PerChipletBytes on each spec-table family never exceeds the chiplet's
 //    available DRAM for a fraction, and for bytes refuses exactly the budgets
 //    above one device's available DRAM;
-//  * where both parsers accept the text, they read the same byte count.
+//  * a fraction is applied as a double in (0, 1];
+//  * where both parsers accept the text (binary units), they read the same
+//    byte count.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -59,13 +61,16 @@ void CheckPerChiplet(const MemoryBudget& budget, const DeviceSpec& device) {
 
 void FuzzBudget(absl::string_view text) {
   absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(text);
-  absl::StatusOr<uint64_t> size = ParseByteSize(text);
+  absl::StatusOr<uint64_t> size = ParseByteSize(text, ByteUnits::kBinary);
   if (!budget.ok()) return;
 
   if (budget->is_fraction()) {
     RBLN_FUZZ_CHECK(
         budget->numerator() > 0 && budget->numerator() <= budget->denominator(),
         budget->numerator(), "/", budget->denominator());
+    RBLN_FUZZ_CHECK(
+        budget->fraction_value() > 0 && budget->fraction_value() <= 1,
+        budget->ToString(), " is applied as ", budget->fraction_value());
   } else {
     RBLN_FUZZ_CHECK(budget->bytes() > 0, "a byte budget of 0");
   }
