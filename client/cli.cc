@@ -141,23 +141,30 @@ class HelpFormatter : public CLI::Formatter {
   }
 };
 
-// CLI11 validator: an unsigned decimal integer >= 1 that fits in 64 bits.
-std::string CheckPositiveInteger(const std::string& text) {
+// `text` as a decimal integer >= 1 that fits in 64 bits, as Python's int()
+// reads it ("012" is 12: CLI11's own conversion would read it as octal).
+std::optional<uint64_t> PositiveInteger(const std::string& text) {
   uint64_t value = 0;
   bool digits_only =
       !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
         return absl::ascii_isdigit(static_cast<unsigned char>(c));
       });
   if (!digits_only || !absl::SimpleAtoi(text, &value) || value == 0) {
-    return absl::StrCat("N must be a positive integer, got '", text, "'");
+    return std::nullopt;
   }
-  return "";
+  return value;
+}
+
+// CLI11 validator of PositiveInteger.
+std::string CheckPositiveInteger(const std::string& text) {
+  if (PositiveInteger(text).has_value()) return "";
+  return absl::StrCat("N must be a positive integer, got '", text, "'");
 }
 
 // The flags as parsed, before validation.
 struct RawFlags {
   bool get = false;
-  uint64_t set = 0;
+  std::string set;  // PositiveInteger's text
   std::string budget;
   bool describe = false;
   bool list = false;
@@ -168,7 +175,7 @@ struct RawFlags {
   bool replace = false;
   bool dry_run = false;
   bool force = false;
-  uint64_t expect = 0;
+  std::string expect;  // PositiveInteger's text
   bool verify = false;
   std::string server;
   bool json = false;
@@ -343,9 +350,9 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
       ->group(other);
   app.add_flag("--json", f.json,
                OptionHelp("Print the daemon's reply as one line of JSON "
-                          "(proto field names, every field present, 64-bit "
-                          "integers as numbers); on error an \"error\" "
-                          "object (below)"))
+                          "(proto field names, every field present but an "
+                          "optional one left unset, 64-bit integers as "
+                          "numbers); on error an \"error\" object (below)"))
       ->group(other);
   app.set_help_flag("-h,--help", "Print this help and exit")->group(other);
   app.set_version_flag("--version", VersionLine(kProgramName),
@@ -519,13 +526,15 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   o.tls_key = f.tls_key;
   o.token_file = f.token_file;
   o.model_id = f.model_id;
-  o.num_blocks = f.set;
+  if (f.set_opt->count() > 0) o.num_blocks = *PositiveInteger(f.set);
   o.budget = f.budget;
   o.output_dir = f.output_dir;
   o.replace = f.replace;
   o.dry_run = f.dry_run;
   o.force = f.force;
-  if (f.expect_opt->count() > 0) o.expected_current = f.expect;
+  if (f.expect_opt->count() > 0) {
+    o.expected_current = PositiveInteger(f.expect);
+  }
   o.verify = f.verify;
   o.json = f.json;
   return o;

@@ -317,6 +317,17 @@ TEST(ParseTest, SetOverUnixSocketResolvesBothPaths) {
               )pb")));
 }
 
+// Counts are decimal, as Python's int() reads them: a leading zero is not
+// octal (CLI11's own conversion would make 012 ten).
+TEST(ParseTest, CountsWithLeadingZerosAreDecimal) {
+  CliOptions o = ParseOk({"--set-kvcache-num-blocks", "012", "--expect", "0013",
+                          "--model-id", "a"});
+  EXPECT_EQ(o.num_blocks, 12u);
+  EXPECT_EQ(o.expected_current, std::optional<uint64_t>(13));
+  o = ParseOk({"--set-kvcache-num-blocks", "09", "--model-id", "a"});
+  EXPECT_EQ(o.num_blocks, 9u);
+}
+
 TEST(ParseTest, FitOverTcpKeepsPathsAsGiven) {
   CliOptions o = ParseOk({"--set-memory-budget", "10GB", "--model-id",
                           "./my_artifact", "--output-dir", "./my_artifact_10gb",

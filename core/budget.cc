@@ -131,15 +131,6 @@ double NearestDouble(absl::string_view number) {
   return value;
 }
 
-// "150323855360 bytes (140.0 GiB)": exact, with a rounded GiB figure for
-// people comparing against rbln-smi.
-std::string DescribeBytes(uint64_t bytes) {
-  const absl::uint128 tenths =
-      (absl::uint128(bytes) * 10 + (uint64_t{1} << 29)) >> 30;
-  return absl::StrCat(bytes, " bytes (", absl::Uint128Low64(tenths / 10), ".",
-                      absl::Uint128Low64(tenths % 10), " GiB)");
-}
-
 // A decimal number as written, before its unit: whole + fraction / 10^scale,
 // exactly. Shared by the budget grammar and ParseByteSize so that both read
 // numbers and units alike.
@@ -379,14 +370,17 @@ absl::StatusOr<uint64_t> MemoryBudget::PerNodeBytes(
     const DeviceSpec& device) const {
   if (is_fraction_) {
     // optimum-rbln: int(available_total * fraction), in double precision.
-    // The fraction is at most 1, so the product stays within 64 bits.
-    return static_cast<uint64_t>(
-        static_cast<double>(device.AvailablePerNode()) * fraction_value_);
+    // Past 2^53 bytes (an --device-dram override) the double may round up
+    // to the device or beyond, even to 2^64: that is the whole device.
+    const uint64_t available = device.AvailablePerNode();
+    const double product = static_cast<double>(available) * fraction_value_;
+    if (product >= static_cast<double>(available)) return available;
+    return static_cast<uint64_t>(product);
   }
   if (bytes_ > device.AvailablePerNode()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "memory budget of ", DescribeBytes(bytes_), " exceeds the ",
-        DescribeBytes(device.AvailablePerNode()), " of DRAM available on one ",
+        "memory budget of ", FormatBytes(bytes_), " exceeds the ",
+        FormatBytes(device.AvailablePerNode()), " of DRAM available on one ",
         device.family,
         " device; give at most that many bytes, or a fraction like 0.8"));
   }

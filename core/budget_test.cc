@@ -284,6 +284,20 @@ TEST(MemoryBudgetPerChipletTest, AFractionMayGiveAByteLessThanExactly) {
   EXPECT_EQ(*budget->PerChipletBytes(device), 1550999999u);
 }
 
+TEST(MemoryBudgetPerChipletTest, AFractionOfAHugeDeviceStaysWithinIt) {
+  // 2^64 - 1 bytes rounds up to 2^64 as a double; the budget is the device.
+  const DeviceSpec device{"override", UINT64_MAX, 1, 0};
+  for (const char* text : {"1.0", "100%", "0.999999999999999999"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(text);
+    ASSERT_TRUE(budget.ok()) << budget.status();
+    EXPECT_EQ(*budget->PerNodeBytes(device), UINT64_MAX);
+  }
+  absl::StatusOr<MemoryBudget> half = MemoryBudget::Parse("0.5");
+  ASSERT_TRUE(half.ok());
+  EXPECT_EQ(*half->PerNodeBytes(device), uint64_t{1} << 63);
+}
+
 TEST(MemoryBudgetPerChipletTest, FractionsThatDoNotTerminateRoundDown) {
   absl::StatusOr<DeviceSpec> device = LookupDeviceSpec("RBLN-CA12");
   ASSERT_TRUE(device.ok());
@@ -301,13 +315,13 @@ TEST(MemoryBudgetPerChipletTest, RefusesBytesAboveTheDevice) {
     std::string device_bytes;
   };
   const Case cases[] = {
-      {"RBLN-CA12", "16GiB", "17179869184 bytes (16.0 GiB)",
-       "16877879296 bytes (15.7 GiB)"},
+      {"RBLN-CA12", "16GiB", "17179869184 bytes (16.00 GiB)",
+       "16877879296 bytes (15.72 GiB)"},
       // 16GB is 16 GiB too: above an RBLN-CA's 15.72 GiB.
-      {"RBLN-CA12", "16GB", "17179869184 bytes (16.0 GiB)",
-       "16877879296 bytes (15.7 GiB)"},
-      {"RBLN-CR13", "141GiB", "151397597184 bytes (141.0 GiB)",
-       "150323855360 bytes (140.0 GiB)"},
+      {"RBLN-CA12", "16GB", "17179869184 bytes (16.00 GiB)",
+       "16877879296 bytes (15.72 GiB)"},
+      {"RBLN-CR13", "141GiB", "151397597184 bytes (141.00 GiB)",
+       "150323855360 bytes (140.00 GiB)"},
       {"RBLN-CR13", "150323855361", "150323855361 bytes", "150323855360 bytes"},
   };
   for (const Case& c : cases) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace rbln {
 
@@ -131,6 +132,14 @@ void AppendLogValue(absl::string_view s, size_t max_bytes, std::string* out) {
   out->push_back('"');
   AppendEscapedAndCut(s, max_bytes, out);
   out->push_back('"');
+}
+
+std::string FormatGib(uint64_t bytes) {
+  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  return absl::StrCat(bytes, " bytes (", FormatGib(bytes), ")");
 }
 
 }  // namespace rbln

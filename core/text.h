@@ -8,6 +8,7 @@
 #define RBLN_CORE_TEXT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -41,6 +42,12 @@ std::string LogValue(absl::string_view s,
                      size_t max_bytes = kMaxStatusMessageBytes);
 // The same, appended to `out` (a log line being built).
 void AppendLogValue(absl::string_view s, size_t max_bytes, std::string* out);
+
+// "15.72 GiB": a byte count as messages and sources print it, to two
+// decimals.
+std::string FormatGib(uint64_t bytes);
+// "16877879296 bytes (15.72 GiB)": exact, and readable.
+std::string FormatBytes(uint64_t bytes);
 
 }  // namespace rbln
 

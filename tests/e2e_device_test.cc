@@ -307,10 +307,16 @@ TEST_F(E2eDeviceTest, ACountTheDeviceCannotHoldIsRefusedUnlessForced) {
   EXPECT_THAT(forced.err, HasSubstr("warning: kvcache_num_blocks 100000 does "
                                     "not fit the RBLN-CA device"));
   EXPECT_EQ(e2e::CountOnDisk(store_ + "/llama"), 100000u);
+  // The same count again writes nothing, so it is answered, not refused.
+  const auto forced_tree = testing::HashTree(store_ + "/llama");
+  Outcome again = Cli("--set-kvcache-num-blocks 100000 --model-id ./llama");
+  EXPECT_EQ(again.code, 0) << again;
+  EXPECT_THAT(again.err, AllOf(HasSubstr("(unchanged: nothing was written)"),
+                               HasSubstr("does not fit the RBLN-CA device")));
+  EXPECT_EQ(testing::HashTree(store_ + "/llama"), forced_tree);
 
   // A shrink that still does not fit is refused too, in place and into a
   // new directory.
-  const auto forced_tree = testing::HashTree(store_ + "/llama");
   for (const char* where : {"", " --output-dir ./copy"}) {
     SCOPED_TRACE(where);
     Outcome o = Cli(absl::StrCat(
@@ -325,6 +331,23 @@ TEST_F(E2eDeviceTest, ACountTheDeviceCannotHoldIsRefusedUnlessForced) {
       Cli("--set-kvcache-num-blocks 1 --model-id ./llama --force --json");
   EXPECT_EQ(below.code, 1) << below;
   EXPECT_THAT(below.out, HasSubstr("BELOW_MIN_BLOCKS"));
+}
+
+// An override whose chiplets do not line up with the artifact's: a set is
+// written unchecked, saying so; a budget cannot be sized.
+TEST_F(E2eDeviceTest, ChipletsThatDoNotLineUpLeaveASetUnchecked) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--device-dram", "16GiB,2"}));
+  Outcome set = Cli("--set-kvcache-num-blocks 20 --model-id ./llama --json");
+  ASSERT_EQ(set.code, 0) << set;
+  EXPECT_FALSE(ParseJson(set).HasMember("fits_device")) << set;
+  EXPECT_THAT(set.err,
+              AllOf(HasSubstr("kvcache_num_blocks 20 was not checked against "
+                              "a device"),
+                    HasSubstr("1 chiplet(s) per node")));
+  EXPECT_EQ(e2e::CountOnDisk(store_ + "/llama"), 20u);
+  Outcome fit = Cli("--set-memory-budget 0.8 --model-id ./llama");
+  EXPECT_EQ(fit.code, 1) << fit;
+  EXPECT_THAT(fit.err, HasSubstr("FAILED_PRECONDITION"));
 }
 
 TEST_F(E2eDeviceTest, ForceGoesOnlyWithASet) {

@@ -909,6 +909,16 @@ TEST_F(E2eTcpTest, TheSetLineNamesTheStoreJoinedWithTheName) {
                                    "Set kvcache_num_blocks to 16 for "
                                    "artifact at ",
                                    store_, "/team-c\n"));
+  EXPECT_EQ(copy.err,
+            "warning: kvcache_num_blocks 16 is above the current count 10, "
+            "which was sized to fit device DRAM; the model may fail to "
+            "allocate at runtime\n"
+            "kvcache_num_blocks: 10 -> 16 (written to team-c)\n"
+            "budget 80%: 12.57 GiB per chiplet; the full count of 16 blocks "
+            "fits\n"
+            "DRAM: spec table: RBLN-CA* has 15.72 GiB available per device (1 "
+            "chiplet(s) of 15.72 GiB); NPU RBLN-CA12 from rbln_config.json's "
+            "npu\n");
   EXPECT_EQ(CountOnDisk(store_ + "/team-c"), 16u);
 }
 

@@ -10,6 +10,8 @@ not parse or exceeds the device INVALID_ARGUMENT, a count below the minimum
 BELOW_MIN_BLOCKS, a budget that fits fewer BUDGET_BELOW_MIN), or be one of
 the differences docs/compatibility.md lists:
   bare-1          the budget "1", one byte to upstream, refused here;
+  spelling        a budget spelled as Python reads it but this tool refuses
+                  as a likely typo ("1.", "8e-1", "null", ...);
   nothing-fits    a budget no count fits, where upstream answers 1 block;
   no-resizable    no tensor resizes, where upstream rewrites the config;
   exceeds-device  a count the device cannot hold: a dry run answers it with
@@ -63,6 +65,11 @@ COUNT_LIMIT = 2**31 - 1
 # The NPUs artifacts target, by family.
 NPUS = {"RBLN-CA": ["RBLN-CA02", "RBLN-CA12", "RBLN-CA22"],
         "RBLN-CR": ["RBLN-CR03", "RBLN-CR13"]}
+
+# Budgets upstream's parser reads that this tool refuses as likely typos
+# (docs/compatibility.md): one of them per artifact.
+LISTED_SPELLINGS = ("1.", "8e-1", "+0.5", "0.8_0", '"80%"', "null",
+                    "10\tGB", "10  GB", "1.000000000000000001")
 
 # Words the daemon's warnings share with upstream's two: the target is above
 # the current count (issue 41, item 6), above the full count.
@@ -267,6 +274,7 @@ def draw_budgets(rng, index, ref):
     else:
         budgets += ["50%", "2MB"]
     budgets.append(rng.choice(("%dGB" % (total // GIB + 1), "1TB", "1.5")))
+    budgets.append(LISTED_SPELLINGS[index % len(LISTED_SPELLINGS)])
     return budgets
 
 
@@ -380,6 +388,9 @@ def judge_refusal(what, ref, outcome, error, budget):
     if what == "budget" and budget == "1":
         return "bare-1", refusal_mismatch(error,
                                           grpc.StatusCode.INVALID_ARGUMENT)
+    if what == "budget" and budget in LISTED_SPELLINGS:
+        return "spelling", refusal_mismatch(error,
+                                            grpc.StatusCode.INVALID_ARGUMENT)
     kind = "both refuse" if outcome.error is not None else None
     expected = EXPECTED_REFUSALS.get((what, outcome.refusal))
     why = (refusal_mismatch(error, *expected) if expected else None)
@@ -543,7 +554,7 @@ def main():
         shutil.rmtree(root, ignore_errors=True)
     agreed = tally.kinds["agree"] + tally.kinds["both refuse"]
     listed = ", ".join("%s %d" % (k, tally.kinds[k]) for k in (
-        "bare-1", "nothing-fits", "no-resizable", "exceeds-device (dry run)",
+        "bare-1", "spelling", "nothing-fits", "no-resizable", "exceeds-device (dry run)",
         "exceeds-device (write)"))
     print("upstream parity: seed %d: %d cases on %d artifacts in %.1f s: %d "
           "agree (%d both refuse), %d GiB extension; listed differences: %s; "

@@ -285,6 +285,62 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(detail.current_num_blocks,
                          current.kvcache_num_blocks)
 
+    def test_force_writes_what_does_not_fit_and_nothing_else(self):
+        """WriteOptions.force: a Set above what the device holds is refused
+        without it and written with it; force never passes expected_current
+        and goes only with a Set."""
+        current = self.get("tiny")
+        huge = 100000
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.stub.SetKvcacheNumBlocks(
+                pb.SetKvcacheNumBlocksRequest(artifact="tiny", num_blocks=huge),
+                timeout=RPC_TIMEOUT_S)
+        self.assertEqual(raised.exception.code(),
+                         grpc.StatusCode.FAILED_PRECONDITION)
+        detail = error_detail(raised.exception)
+        self.assertEqual(detail.reason, pb.ErrorDetail.EXCEEDS_DEVICE)
+        self.assertTrue(detail.HasField("max_fitting_num_blocks"))
+        self.assertEqual(self.config_count("tiny"),
+                         current.kvcache_num_blocks)
+
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.stub.SetKvcacheNumBlocks(
+                pb.SetKvcacheNumBlocksRequest(
+                    artifact="tiny", num_blocks=huge,
+                    options=pb.WriteOptions(
+                        force=True,
+                        expected_current=current.kvcache_num_blocks + 1)),
+                timeout=RPC_TIMEOUT_S)
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.ABORTED)
+
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.stub.FitMemoryBudget(
+                pb.FitMemoryBudgetRequest(
+                    artifact="tiny", budget="0.8",
+                    options=pb.WriteOptions(force=True, dry_run=True)),
+                timeout=RPC_TIMEOUT_S)
+        self.assertEqual(raised.exception.code(),
+                         grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("force applies only to SetKvcacheNumBlocks",
+                      raised.exception.details())
+
+        reply = self.stub.SetKvcacheNumBlocks(
+            pb.SetKvcacheNumBlocksRequest(
+                artifact="tiny", num_blocks=huge,
+                options=pb.WriteOptions(force=True)),
+            timeout=RPC_TIMEOUT_S)
+        self.assertTrue(reply.written)
+        self.assertTrue(reply.HasField("fits_device"))
+        self.assertFalse(reply.fits_device)
+        self.assertEqual(reply.store, os.path.realpath(self.store))
+        self.assertEqual(self.config_count("tiny"), huge)
+        # Back to where it was, which fits.
+        reply = self.stub.SetKvcacheNumBlocks(
+            pb.SetKvcacheNumBlocksRequest(
+                artifact="tiny", num_blocks=current.kvcache_num_blocks),
+            timeout=RPC_TIMEOUT_S)
+        self.assertTrue(reply.fits_device)
+
     def test_unknown_artifact_is_not_found(self):
         with self.assertRaises(grpc.RpcError) as raised:
             self.get("no-such-model")

@@ -181,23 +181,25 @@ class CompiledGraph:
 
 
 def parse_value(text):
-    """cli.py's parse_value: JSON first ("1" is the int 1, "0.8" a float),
-    then true/false, then a comma list, then int, float, else the string."""
+    """How cli.py turns the budget text into a value: JSON first (so "1" is
+    the int 1 and "0.8" a float); failing that a boolean word, a list when
+    it holds a comma, an int when it is digits (a leading "-" allowed), a
+    float when Python's float() takes it, or else the text itself."""
     try:
         return json.loads(text)
     except ValueError:  # json.JSONDecodeError is a ValueError
         pass
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    if "," in text:
-        return [_parse_single_value(part.strip()) for part in text.split(",")]
-    return _parse_single_value(text)
+    if "," in text and text.lower() not in ("true", "false"):
+        return [_scalar(piece.strip()) for piece in text.split(",")]
+    return _scalar(text)
 
 
-def _parse_single_value(text):
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    if text.isdigit() or (text.startswith("-") and text[1:].isdigit()):
+def _scalar(text):
+    word = text.lower()
+    if word in ("true", "false"):
+        return word == "true"
+    unsigned = text[1:] if text.startswith("-") else text
+    if unsigned.isdigit():
         return int(text)
     try:
         return float(text)
@@ -205,55 +207,54 @@ def _parse_single_value(text):
         return text
 
 
+# Digits, then letters, with white space around either.
+_SIZE = re.compile(r"(\d+)\s*([A-Za-z]*)")
+
+
 def parse_byte_size(value):
-    """runtime_utils.py's parse_byte_size: an int is bytes; a string is a
-    whole number with an optional binary unit B/KB/MB/GB/TB, any case."""
-    if isinstance(value, bool):
-        raise BudgetError("Invalid byte size: %r" % (value,))
+    """Bytes of a budget that is no fraction: an int as it is; a text of
+    digits, optionally followed by one of _BYTE_UNITS in any case; never a
+    bool, never zero or less."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise BudgetError(f"not a byte size: {value!r}")
     if isinstance(value, int):
         nbytes = value
-    elif isinstance(value, str):
-        match = re.fullmatch(r"\s*(\d+)\s*([KMGT]?B)?\s*", value,
-                             re.IGNORECASE)
-        if not match:
-            raise BudgetError(
-                "Invalid byte size %r. Expected an integer optionally "
-                "suffixed with B, KB, MB, GB, or TB (e.g. '10GB')." % (value,))
-        unit = match.group(2)
-        scale = _BYTE_UNITS[unit.upper()] if unit else 1
-        nbytes = int(match.group(1)) * scale
     else:
-        raise BudgetError("Invalid byte size type: %s" % type(value).__name__)
+        found = _SIZE.fullmatch(value.strip())
+        unit = found.group(2).upper() if found else None
+        if unit is None or (unit and unit not in _BYTE_UNITS):
+            raise BudgetError(f"not a whole number of bytes with a unit of "
+                              f"{sorted(_BYTE_UNITS)}: {value!r}")
+        nbytes = int(found.group(1)) * _BYTE_UNITS.get(unit, 1)
     if nbytes <= 0:
-        raise BudgetError("Byte size must be positive, got %d." % nbytes)
+        raise BudgetError(f"a byte size of {nbytes}, not positive")
     return nbytes
 
 
 def resolve_memory_budget(budget, available_total):
-    """modeling_attention_utils.py's _resolve_memory_budget: usable bytes for
-    a parsed budget, over the whole device."""
+    """The bytes a parsed budget grants over the whole device: None all of
+    it; a float, or a text ending in "%", that fraction of it (in (0, 1],
+    rounded down by int() after a double-precision product); anything else
+    bytes. More than the device is refused."""
+    fraction = None
     if budget is None:
         return available_total
-    fraction = None
     if isinstance(budget, float):
         fraction = budget
     elif isinstance(budget, str) and budget.strip().endswith("%"):
         try:
             fraction = float(budget.strip()[:-1]) / 100
-        except ValueError as error:  # upstream lets float() raise
-            raise BudgetError(str(error))
-    if fraction is not None:
-        if not 0.0 < fraction <= 1.0:
-            raise BudgetError(
-                "memory_budget fraction must be in (0, 1] (or (0%%, 100%%]), "
-                "got %r." % (budget,))
+        except ValueError:  # upstream lets float() raise
+            raise BudgetError(f"not a percentage: {budget!r}")
+    if fraction is None:
+        nbytes = parse_byte_size(budget)
+    elif 0.0 < fraction <= 1.0:
         nbytes = int(available_total * fraction)
     else:
-        nbytes = parse_byte_size(budget)
+        raise BudgetError(f"a fraction outside (0, 1]: {budget!r}")
     if nbytes > available_total:
-        raise BudgetError(
-            "memory_budget (%d bytes) exceeds the target NPU's available DRAM "
-            "(%d bytes)." % (nbytes, available_total))
+        raise BudgetError(f"{nbytes} bytes, more than the {available_total} "
+                          "the device has")
     return nbytes
 
 
@@ -318,17 +319,16 @@ class Artifact:
             metas = config.get("kvcache_metas") or []
         can_resize = {}
         for meta in metas:
-            layer_type = meta.get("layer_type", "full_attention")
+            # Older configs have no layer_type (issue 41: full attention).
+            layer_type = meta.get("layer_type") or "full_attention"
             if layer_type not in _LAYER_TYPES:
-                raise UpstreamError(
-                    "Unknown cache `layer_type` %r. This artifact was likely "
-                    "compiled with a newer optimum-rbln; known types are %s." %
-                    (layer_type, sorted(_LAYER_TYPES)))
+                raise UpstreamError(f"a cache meta of layer_type "
+                                    f"{layer_type!r}, none of "
+                                    f"{sorted(_LAYER_TYPES)}")
             if layer_type == "full_attention":
                 if "is_auto" not in meta:
-                    raise UpstreamError(
-                        "FullAttentionKVCacheMeta.__init__() missing 1 "
-                        "required positional argument: 'is_auto'")
+                    raise UpstreamError(f"a full-attention meta without "
+                                        f"is_auto: {meta.get('name')!r}")
                 can_resize[meta["name"]] = bool(meta["is_auto"])
             else:
                 can_resize[meta["name"]] = False

@@ -121,10 +121,6 @@ absl::Status NoNpuNamed(absl::string_view why_no_host_npu) {
       "; give the daemon --device-dram (the DRAM of one device) to size it"));
 }
 
-std::string FormatGib(uint64_t bytes) {
-  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
-}
-
 std::unique_ptr<DramProvider> NewSpecTableProvider() {
   return std::make_unique<SpecTableProvider>();
 }

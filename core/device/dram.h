@@ -83,9 +83,6 @@ class DramProvider {
 // --device-dram.
 absl::Status NoNpuNamed(absl::string_view why_no_host_npu);
 
-// "15.72 GiB": bytes as sources and warnings print them.
-std::string FormatGib(uint64_t bytes);
-
 // The spec table of §2 by NPU name.
 std::unique_ptr<DramProvider> NewSpecTableProvider();
 

@@ -15,6 +15,7 @@
 #include "core/device/rbln_smi.h"
 #include "core/status_macros.h"
 #include "core/subprocess.h"
+#include "core/text.h"
 #include "spdlog/spdlog.h"
 
 namespace rbln {

@@ -189,6 +189,34 @@ TEST_F(ArtifactTest, ConfigNpuMustAgree) {
   EXPECT_THAT(s.message(), HasSubstr("RBLN-CR13"));
 }
 
+// Where the NPU came from, in optimum-rbln's order, then the header.
+TEST_F(ArtifactTest, TheNpuSaysWhereItCameFrom) {
+  absl::StatusOr<Artifact> a = Artifact::Open(env_, dir_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->npu_source(), "rbln_config.json's npu");
+
+  EditConfig("\"npu\": \"RBLN-CA12\",\n  \"tensor", "\"tensor");
+  a = Artifact::Open(env_, dir_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->npu(), "RBLN-CA12");
+  EXPECT_EQ(a->npu_source(), "rbln_config.json's _compile_cfgs[0].npu");
+
+  // An upstream re-save can leave _compile_cfgs[i].npu null.
+  EditConfig("\"npu\": \"RBLN-CA12\"", "\"npu\": null");
+  a = Artifact::Open(env_, dir_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->npu(), "RBLN-CA12");
+  EXPECT_EQ(a->npu_source(), "prefill.rbln's header");
+
+  EditHeader("prefill.rbln", [](v1::ContainerHeader* h) { h->clear_npu(); });
+  EditHeader("decoder_batch_2.rbln",
+             [](v1::ContainerHeader* h) { h->clear_npu(); });
+  a = Artifact::Open(env_, dir_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->npu(), "");
+  EXPECT_EQ(a->npu_source(), "");
+}
+
 TEST_F(ArtifactTest, KvcacheMetasMustNameTheTensors) {
   EditConfig("\"name\": \"past_key_values.1.value\"",
              "\"name\": \"past_key_values.9.value\"");

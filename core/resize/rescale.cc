@@ -12,6 +12,7 @@
 #include "core/core_metrics.h"
 #include "core/error_facts.h"
 #include "core/status_macros.h"
+#include "core/text.h"
 #include "core/thread_pool.h"
 
 namespace rbln {
@@ -21,15 +22,6 @@ uint64_t SaturatingAdd(uint64_t a, uint64_t b) {
   return a > std::numeric_limits<uint64_t>::max() - b
              ? std::numeric_limits<uint64_t>::max()
              : a + b;
-}
-
-std::string HumanBytes(uint64_t bytes) {
-  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
-}
-
-// "17179869184 bytes (16.00 GiB)": exact, and readable.
-std::string ExactBytes(uint64_t bytes) {
-  return absl::StrCat(bytes, " bytes (", HumanBytes(bytes), ")");
 }
 
 // Why the minimum is what it is, with the numbers.
@@ -76,9 +68,9 @@ void CheckAgainstDevice(const Artifact& artifact, const MemoryModel& model,
         model.granularity == BucketGranularity::kNode
             ? std::string()
             : absl::StrCat(" chiplet ", b.chiplet),
-        " needs ", ExactBytes(SaturatingAdd(b.other_bytes, b.kv_bytes)),
-        " (other allocations ", HumanBytes(b.other_bytes), " + KV cache ",
-        HumanBytes(b.kv_bytes), ") of ", ExactBytes(available), " available; ",
+        " needs ", FormatBytes(SaturatingAdd(b.other_bytes, b.kv_bytes)),
+        " (other allocations ", FormatGib(b.other_bytes), " + KV cache ",
+        FormatGib(b.kv_bytes), ") of ", FormatBytes(available), " available; ",
         plan->max_fitting_num_blocks == model.num_full_blocks
             ? absl::StrCat("the full count of ", model.num_full_blocks, " fits")
             : absl::StrCat("the largest count that fits is ",
@@ -338,9 +330,9 @@ absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
     if (result.fit.limiting_bucket >= 0) {
       const BucketFit& b = result.fit.buckets[result.fit.limiting_bucket];
       limit = absl::StrCat(" (node ", b.node, " chiplet ", b.chiplet, ": ",
-                           HumanBytes(b.budget_bytes), " budget, ",
-                           HumanBytes(b.other_bytes), " other allocations, ",
-                           HumanBytes(b.kv_bytes_per_block), " per KV block)");
+                           FormatGib(b.budget_bytes), " budget, ",
+                           FormatGib(b.other_bytes), " other allocations, ",
+                           FormatGib(b.kv_bytes_per_block), " per KV block)");
     }
     return WithErrorFacts(
         absl::FailedPreconditionError(absl::StrCat(

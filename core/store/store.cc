@@ -1028,7 +1028,11 @@ absl::StatusOr<ResizePlan> ArtifactStore::Plan(const WriteRequest& request,
     if (!resize.ok()) return NameArtifactInFacts(resize.status(), name);
     plan = *std::move(resize);
   }
-  if (!request.dry_run && !request.force && !plan.device_refusal.ok()) {
+  // A count the device cannot hold is written only when forced; an
+  // in-place set to the count the artifact has writes nothing, and says so.
+  const bool writes = !output_name.empty() || !plan.is_no_op();
+  if (!request.dry_run && !request.force && writes &&
+      !plan.device_refusal.ok()) {
     return NameArtifactInFacts(plan.device_refusal, name);
   }
   result->new_num_blocks = plan.target_num_blocks;
