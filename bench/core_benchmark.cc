@@ -13,8 +13,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "core/env.h"
 #include "core/format/container.h"
+#include "core/os/env.h"
 #include "core/resize/fit.h"
 #include "tools/synth.h"
 

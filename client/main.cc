@@ -19,7 +19,7 @@
 #include "client/cli.h"
 #include "client/run.h"
 #include "client/socket_probe.h"
-#include "core/defaults.h"
+#include "common/defaults.h"
 #include "grpcpp/grpcpp.h"
 
 namespace {

@@ -2,7 +2,7 @@
 #       -P BuildCommit.cmake
 #
 # Writes OUTPUT, a header with the project version and the git commit the
-# sources are built from (core/version.cc includes it). Run at every build;
+# sources are built from (common/version.cc includes it). Run at every build;
 # the file is rewritten only when its text changes, so that a build without
 # a new commit recompiles nothing. The commit is COMMIT when given (a build
 # from a release tarball), else `git rev-parse --short=12 HEAD` with

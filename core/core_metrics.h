@@ -61,9 +61,9 @@ void CountArtifactCacheLookup(CacheLookup result);
 enum class CacheNotKept { kChanging, kRecent, kMoved, kCleared, kGone };
 void CountArtifactCacheNotKept(CacheNotKept why);
 
-// A lookup checked that a held directory's name (core/env.h, HeldDir)
+// A lookup checked that a held directory's name (core/os/env.h, HeldDir)
 // still names it unchanged: answered by the directory watches, with no
-// system call but one poll (core/dir_watch.h), or by looking at the name.
+// system call but one poll (core/os/dir_watch.h), or by looking at the name.
 enum class DirCheck { kWatched, kLooked };
 void CountDirCheck(DirCheck how);
 
@@ -72,7 +72,7 @@ void CountDirCheck(DirCheck how);
 // for n removed (or left to the recovery at the next start).
 void AddPendingOldVersions(int64_t delta);
 
-// Read leases held on cached files (core/read_lease.h) changed by `delta`,
+// Read leases held on cached files (core/os/read_lease.h) changed by `delta`,
 // and one lease let go before its holder dropped it, by why: a writer
 // opened or truncated the file, its last name was removed, it changed in a
 // way that breaks no lease (found by the periodic check), or the kernel's

@@ -27,12 +27,12 @@
 #include "absl/time/time.h"
 #include "core/device/dram.h"
 #include "core/resize/plan_cache.h"
-#include "core/running_list.h"
 #include "core/store/store.h"
 #include "core/thread_pool.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
 #include "server/auth.h"
 #include "server/describe_replies.h"
+#include "server/running_list.h"
 
 namespace rbln {
 

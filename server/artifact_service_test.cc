@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "core/device/device_spec.h"
 #include "core/device/dram.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/store/store.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/device/device_spec.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "tools/synth.h"

@@ -42,20 +42,19 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/defaults.h"
+#include "common/flag_errors.h"
+#include "common/server_address.h"
+#include "common/version.h"
 #include "core/core_metrics.h"
-#include "core/defaults.h"
 #include "core/device/dram.h"
 #include "core/device/probe_provider.h"
-#include "core/dir_watch.h"
-#include "core/env.h"
-#include "core/flag_errors.h"
 #include "core/format/external_codec.h"
-#include "core/read_lease.h"
-#include "core/server_address.h"
-#include "core/socket_access.h"
+#include "core/os/dir_watch.h"
+#include "core/os/env.h"
+#include "core/os/read_lease.h"
+#include "core/os/subprocess.h"
 #include "core/store/store.h"
-#include "core/subprocess.h"
-#include "core/version.h"
 #include "server/allocator.h"
 #include "server/artifact_service.h"
 #include "server/auth.h"
@@ -63,6 +62,7 @@
 #include "server/log_sink.h"
 #include "server/metrics_http.h"
 #include "server/request_metrics.h"
+#include "server/socket_access.h"
 #include "server/tls_files.h"
 #include "server/unix_listener.h"
 #include "spdlog/spdlog.h"
@@ -761,7 +761,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  // The read leases' signals, for their own thread (core/read_lease.h).
+  // The read leases' signals, for their own thread (core/os/read_lease.h).
   rbln::BlockReadLeaseSignals();
   rbln::SetReadLeasesEnabled(!no_read_leases);
   rbln::DirWatch::SetEnabled(!no_dir_watch);

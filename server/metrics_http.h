@@ -13,8 +13,8 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "common/server_address.h"
 #include "core/metrics.h"
-#include "core/server_address.h"
 
 struct MHD_Daemon;
 

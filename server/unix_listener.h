@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "core/server_address.h"
+#include "common/server_address.h"
 #include "grpcpp/server.h"
 #include "server/auth.h"
 

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "core/env.h"
 #include "core/format/artifact.h"
 #include "core/format/builtin_codec.h"
 #include "core/format/rbln_config.h"
+#include "core/os/env.h"
 #include "core/resize/rescale.h"
 #include "core/store/store.h"
 #include "core/testing/test_util.h"

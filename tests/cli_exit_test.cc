@@ -26,7 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/store/store.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"

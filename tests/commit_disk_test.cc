@@ -23,7 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/store/store.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"

@@ -30,7 +30,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/store/store.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"

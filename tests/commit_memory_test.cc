@@ -34,7 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/store/store.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"

@@ -28,7 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/store/store.h"
 
 namespace {

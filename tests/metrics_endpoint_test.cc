@@ -219,7 +219,7 @@ TEST_F(MetricsEndpointTest, TheSecondGetOfAStillArtifactIsACacheHit) {
 }
 
 // A cached Get holds read leases on the files it was read from (the config
-// and the prefill graph; core/read_lease.h); another process's edit waits
+// and the prefill graph; core/os/read_lease.h); another process's edit waits
 // for the daemon to let its lease go, and the next Get reads the edit.
 TEST_F(MetricsEndpointTest, AnEditByAnotherProcessBreaksTheCachesLease) {
   ASSERT_NO_FATAL_FAILURE(Start());
@@ -268,7 +268,7 @@ TEST_F(MetricsEndpointTest, NoReadLeasesTakesNone) {
 }
 
 // A cached Get checks its directory by the inotify watch
-// (core/dir_watch.h): after the first hit, which adds the watches, without
+// (core/os/dir_watch.h): after the first hit, which adds the watches, without
 // looking at its name; a change in the store makes the next one look.
 TEST_F(MetricsEndpointTest, CachedGetsAreCheckedByTheDirectoryWatch) {
   ASSERT_NO_FATAL_FAILURE(Start());

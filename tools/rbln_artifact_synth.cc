@@ -12,10 +12,10 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/flag_errors.h"
+#include "common/version.h"
 #include "core/budget.h"
-#include "core/env.h"
-#include "core/flag_errors.h"
-#include "core/version.h"
+#include "core/os/env.h"
 #include "tools/synth.h"
 
 namespace {

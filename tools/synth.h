@@ -27,7 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/env.h"
+#include "core/os/env.h"
 
 namespace rbln {
 

@@ -13,8 +13,8 @@
 #include "core/core_metrics.h"
 #include "core/device/device_spec.h"
 #include "core/device/rbln_smi.h"
+#include "core/os/subprocess.h"
 #include "core/status_macros.h"
-#include "core/subprocess.h"
 #include "core/text.h"
 #include "spdlog/spdlog.h"
 

@@ -31,10 +31,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/env.h"
 #include "core/format/codec.h"
 #include "core/format/inspect_cache.h"
 #include "core/format/rbln_config.h"
+#include "core/os/env.h"
 
 namespace rbln {
 

@@ -8,7 +8,7 @@
 // read, and for a multimodal artifact of the submodule's directory and its
 // files. A lookup checks them again with one Env::StatEntriesAgain per
 // directory (one fstatat per file, none for a file the Env holds a read
-// lease on: core/read_lease.h) and misses on any difference. A directory's
+// lease on: core/os/read_lease.h) and misses on any difference. A directory's
 // mtime and ctime change whenever an entry is added, removed or renamed in it,
 // so a graph or companion that appears or goes misses too; our commits swap in
 // a new directory (a new inode), and the store also erases the entries of
@@ -57,9 +57,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "core/env.h"
 #include "core/format/artifact.h"
 #include "core/lru_by_bytes.h"
+#include "core/os/env.h"
 
 namespace rbln {
 

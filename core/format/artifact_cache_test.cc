@@ -21,10 +21,10 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "core/core_metrics.h"
-#include "core/env.h"
 #include "core/format/inspect_cache.h"
 #include "core/metrics.h"
-#include "core/read_lease.h"
+#include "core/os/env.h"
+#include "core/os/read_lease.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "tools/synth.h"
@@ -157,7 +157,7 @@ INSTANTIATE_TEST_SUITE_P(
                                    "\"kvcache_num_blocks\": 32");
                }},
         // As touch(1) does it: an open for writing (which breaks a read
-        // lease, core/read_lease.h), then new times.
+        // lease, core/os/read_lease.h), then new times.
         Change{"PrefillTouched",
                [](ArtifactCacheTest* t) {
                  const int fd = open(JoinPath(t->dir_, "prefill.rbln").c_str(),

@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "rbln/artifact/v1/container.pb.h"
 
 namespace rbln {

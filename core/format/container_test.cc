@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"

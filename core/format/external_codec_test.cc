@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -46,9 +46,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/env.h"
 #include "core/format/codec.h"
 #include "core/lru_by_bytes.h"
+#include "core/os/env.h"
 
 namespace rbln {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "core/device/device_spec.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
 #include "tools/synth.h"

@@ -28,8 +28,8 @@
 #include "absl/status/statusor.h"
 #include "core/budget.h"
 #include "core/device/device_spec.h"
-#include "core/env.h"
 #include "core/format/artifact.h"
+#include "core/os/env.h"
 #include "core/resize/fit.h"
 
 namespace rbln {

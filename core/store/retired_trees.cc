@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "core/core_metrics.h"
-#include "core/subprocess.h"
+#include "core/os/subprocess.h"
 #include "core/text.h"
 #include "spdlog/spdlog.h"
 

@@ -50,7 +50,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/env.h"
+#include "core/os/env.h"
 
 namespace rbln {
 

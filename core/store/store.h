@@ -24,7 +24,7 @@
 // Names: an artifact is named by its path relative to the store root ("a",
 // "team/llama") or by an absolute path inside the store, canonicalised by
 // CanonicalArtifactName (core/store/artifact_name.h). Every file-system call
-// goes through an Env confined to the root (core/env.h), so a symbolic link
+// goes through an Env confined to the root (core/os/env.h), so a symbolic link
 // anywhere on the path, or swapped in while a write runs, fails the call
 // (PERMISSION_DENIED) and nothing outside the root is read or written.
 //
@@ -53,11 +53,11 @@
 #include "core/budget.h"
 #include "core/device/device_spec.h"
 #include "core/device/dram.h"
-#include "core/env.h"
 #include "core/format/artifact.h"
 #include "core/format/artifact_cache.h"
 #include "core/format/codec.h"
 #include "core/lru_by_bytes.h"
+#include "core/os/env.h"
 #include "core/resize/fit.h"
 #include "core/resize/rescale.h"
 #include "core/store/artifact_name.h"

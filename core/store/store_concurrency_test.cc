@@ -25,7 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/resize/fit.h"
 #include "core/store/store.h"
 #include "core/testing/test_util.h"

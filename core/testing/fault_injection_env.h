@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "core/env.h"
+#include "core/os/env.h"
 #include "core/status_macros.h"
 
 namespace rbln::testing {

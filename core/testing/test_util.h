@@ -9,9 +9,9 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "core/env.h"
 #include "core/format/artifact.h"
 #include "core/format/container.h"
+#include "core/os/env.h"
 
 namespace rbln::testing {
 

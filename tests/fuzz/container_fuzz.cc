@@ -21,8 +21,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "core/env.h"
 #include "core/format/container.h"
+#include "core/os/env.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace rbln {
