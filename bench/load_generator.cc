@@ -261,9 +261,8 @@ Tally RunSlice(const Slot::Issue& issue, int in_flight, double seconds,
   return tally;
 }
 
-int Run(int argc, char** argv) {
-  CLI::App app{
-      "Closed-loop gRPC load on rbln-artifactd for bench/run; prints JSON"};
+// The command line.
+struct LoadFlags {
   std::string target;
   std::vector<std::string> methods = {"get"};
   std::string artifact;
@@ -272,122 +271,69 @@ int Run(int argc, char** argv) {
   int rounds = 1;
   int warmup_rounds = 0;
   int cpu_of = 0;
-  app.add_option("--target", target, "unix:PATH or HOST:PORT")->required();
-  app.add_option("--method", methods,
+};
+
+void DefineFlags(CLI::App& app, LoadFlags& f) {
+  app.add_option("--target", f.target, "unix:PATH or HOST:PORT")->required();
+  app.add_option("--method", f.methods,
                  "get, describe or health; several, comma-separated, run in "
                  "turn")
       ->delimiter(',')
       ->check(CLI::IsMember({"get", "describe", "health"}));
-  app.add_option("--artifact", artifact, "Artifact name (get, describe)");
-  app.add_option("--in-flight", in_flight, "Calls outstanding at once")
+  app.add_option("--artifact", f.artifact, "Artifact name (get, describe)");
+  app.add_option("--in-flight", f.in_flight, "Calls outstanding at once")
       ->check(CLI::Range(1, 4096));
-  app.add_option("--seconds", seconds,
+  app.add_option("--seconds", f.seconds,
                  "How long to keep calling (each slice, with several methods)")
       ->check(CLI::Range(0.01, 3600.0));
-  app.add_option("--rounds", rounds,
+  app.add_option("--rounds", f.rounds,
                  "How many times to run the methods in turn (then the first "
                  "once more, when there are several)")
       ->check(CLI::Range(1, 100000));
-  app.add_option("--warmup-rounds", warmup_rounds,
+  app.add_option("--warmup-rounds", f.warmup_rounds,
                  "Rounds run first on the same channel and not counted (the "
                  "connection's first calls, the daemon's first reads)")
       ->check(CLI::Range(0, 100000));
-  app.add_option("--cpu-of", cpu_of,
+  app.add_option("--cpu-of", f.cpu_of,
                  "A process (the daemon) whose CPU time per call to report")
       ->check(CLI::PositiveNumber);
-  CLI11_PARSE(app, argc, argv);
-  for (size_t i = 0; i < methods.size(); ++i) {
+}
+
+// The checks CLI11 cannot express; false (with the message printed) when
+// one fails.
+bool CheckFlags(const LoadFlags& f) {
+  for (size_t i = 0; i < f.methods.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
-      if (methods[i] == methods[j]) {
+      if (f.methods[i] == f.methods[j]) {
         std::fprintf(stderr,
                      "rbln-bench-load: --method names %s twice; name each "
                      "method once\n",
-                     methods[i].c_str());
-        return 2;
+                     f.methods[i].c_str());
+        return false;
       }
     }
   }
-  if (cpu_of > 0 && CpuByThread(cpu_of).empty()) {
+  if (f.cpu_of > 0 && CpuByThread(f.cpu_of).empty()) {
     std::fprintf(stderr,
                  "rbln-bench-load: --cpu-of %d: no such process, or its "
                  "/proc entry cannot be read\n",
-                 cpu_of);
-    return 2;
+                 f.cpu_of);
+    return false;
   }
-  for (const std::string& method : methods) {
-    if (method != "health" && artifact.empty()) {
+  for (const std::string& method : f.methods) {
+    if (method != "health" && f.artifact.empty()) {
       std::fprintf(stderr,
                    "rbln-bench-load: --method %s needs --artifact NAME\n",
                    method.c_str());
-      return 2;
+      return false;
     }
   }
+  return true;
+}
 
-  auto channel =
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
-                                 std::chrono::seconds(10))) {
-    std::fprintf(stderr,
-                 "rbln-bench-load: cannot connect to %s within 10 s; is "
-                 "rbln-artifactd listening there?\n",
-                 target.c_str());
-    return 1;
-  }
-  auto stub = v1::ArtifactService::NewStub(channel);
-  auto health = grpc::health::v1::Health::NewStub(channel);
-  v1::GetKvcacheNumBlocksRequest get_request;
-  get_request.set_artifact(artifact);
-  v1::DescribeArtifactRequest describe_request;
-  describe_request.set_artifact(artifact);
-  // The whole server's health: an empty service name.
-  const grpc::health::v1::HealthCheckRequest health_request;
-
-  const auto issue_of = [&](const std::string& method) -> Slot::Issue {
-    if (method == "get") {
-      return IssueInto<v1::GetKvcacheNumBlocksResponse>(
-          [&](grpc::ClientContext* context, auto* reply, auto done) {
-            stub->async()->GetKvcacheNumBlocks(context, &get_request, reply,
-                                               std::move(done));
-          });
-    }
-    if (method == "describe") {
-      return IssueInto<v1::DescribeArtifactResponse>(
-          [&](grpc::ClientContext* context, auto* reply, auto done) {
-            stub->async()->DescribeArtifact(context, &describe_request, reply,
-                                            std::move(done));
-          });
-    }
-    return IssueInto<grpc::health::v1::HealthCheckResponse>(
-        [&](grpc::ClientContext* context, auto* reply, auto done) {
-          health->async()->Check(context, &health_request, reply,
-                                 std::move(done));
-        });
-  };
-
-  // Each method in turn, `rounds` times over, then the first once more.
-  const auto order_of = [&](int times) {
-    std::vector<std::string> order;
-    for (int round = 0; round < times; ++round) {
-      order.insert(order.end(), methods.begin(), methods.end());
-    }
-    if (methods.size() > 1) order.push_back(methods.front());
-    return order;
-  };
-  std::vector<std::unique_ptr<Slot>> done;
-  if (warmup_rounds > 0) {
-    for (const std::string& method : order_of(warmup_rounds)) {
-      RunSlice(issue_of(method), in_flight, seconds, 0, &done);
-    }
-  }
-  std::vector<std::pair<std::string, Tally>> slices;
-  std::map<std::string, Tally> totals;
-  for (const std::string& method : order_of(rounds)) {
-    Tally slice = RunSlice(issue_of(method), in_flight, seconds, cpu_of, &done);
-    totals[method].Add(slice);
-    slices.emplace_back(method, std::move(slice));
-  }
-  for (auto& [method, total] : totals) total.Sort();
-
+// The result as one line of JSON on stdout.
+void PrintResult(int in_flight, const std::map<std::string, Tally>& totals,
+                 const std::vector<std::pair<std::string, Tally>>& slices) {
   rapidjson::StringBuffer out;
   rapidjson::Writer<rapidjson::StringBuffer> json(out);
   uint64_t errors = 0;
@@ -422,6 +368,82 @@ int Run(int argc, char** argv) {
   json.String(last_error.substr(0, 200).c_str());
   json.EndObject();
   std::printf("%s\n", out.GetString());
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{
+      "Closed-loop gRPC load on rbln-artifactd for bench/run; prints JSON"};
+  LoadFlags f;
+  DefineFlags(app, f);
+  CLI11_PARSE(app, argc, argv);
+  if (!CheckFlags(f)) return 2;
+
+  auto channel =
+      grpc::CreateChannel(f.target, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() +
+                                 std::chrono::seconds(10))) {
+    std::fprintf(stderr,
+                 "rbln-bench-load: cannot connect to %s within 10 s; is "
+                 "rbln-artifactd listening there?\n",
+                 f.target.c_str());
+    return 1;
+  }
+  auto stub = v1::ArtifactService::NewStub(channel);
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  v1::GetKvcacheNumBlocksRequest get_request;
+  get_request.set_artifact(f.artifact);
+  v1::DescribeArtifactRequest describe_request;
+  describe_request.set_artifact(f.artifact);
+  // The whole server's health: an empty service name.
+  const grpc::health::v1::HealthCheckRequest health_request;
+
+  const auto issue_of = [&](const std::string& method) -> Slot::Issue {
+    if (method == "get") {
+      return IssueInto<v1::GetKvcacheNumBlocksResponse>(
+          [&](grpc::ClientContext* context, auto* reply, auto done) {
+            stub->async()->GetKvcacheNumBlocks(context, &get_request, reply,
+                                               std::move(done));
+          });
+    }
+    if (method == "describe") {
+      return IssueInto<v1::DescribeArtifactResponse>(
+          [&](grpc::ClientContext* context, auto* reply, auto done) {
+            stub->async()->DescribeArtifact(context, &describe_request, reply,
+                                            std::move(done));
+          });
+    }
+    return IssueInto<grpc::health::v1::HealthCheckResponse>(
+        [&](grpc::ClientContext* context, auto* reply, auto done) {
+          health->async()->Check(context, &health_request, reply,
+                                 std::move(done));
+        });
+  };
+
+  // Each method in turn, `rounds` times over, then the first once more.
+  const auto order_of = [&](int times) {
+    std::vector<std::string> order;
+    for (int round = 0; round < times; ++round) {
+      order.insert(order.end(), f.methods.begin(), f.methods.end());
+    }
+    if (f.methods.size() > 1) order.push_back(f.methods.front());
+    return order;
+  };
+  std::vector<std::unique_ptr<Slot>> done;
+  if (f.warmup_rounds > 0) {
+    for (const std::string& method : order_of(f.warmup_rounds)) {
+      RunSlice(issue_of(method), f.in_flight, f.seconds, 0, &done);
+    }
+  }
+  std::vector<std::pair<std::string, Tally>> slices;
+  std::map<std::string, Tally> totals;
+  for (const std::string& method : order_of(f.rounds)) {
+    Tally slice =
+        RunSlice(issue_of(method), f.in_flight, f.seconds, f.cpu_of, &done);
+    totals[method].Add(slice);
+    slices.emplace_back(method, std::move(slice));
+  }
+  for (auto& [method, total] : totals) total.Sort();
+  PrintResult(f.in_flight, totals, slices);
   return 0;
 }
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config clang-format
+  build-essential cmake ninja-build ccache pkg-config clang-format clang-tidy
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc libprotobuf-dev
   libssl-dev openssl  # token hashes (SHA-256); test certificates
   protobuf-compiler libabsl-dev rapidjson-dev libgtest-dev libgmock-dev
