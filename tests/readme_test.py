@@ -1,18 +1,24 @@
 #!/usr/bin/python3
-"""README.md's typed examples run as written.
+"""README.md stays short, and its typed examples run as written, twice.
+
+README.md is for users first: it must stay under 250 lines, with its CLI
+section ("## The CLI") starting before line 100; the long material lives in
+docs/. That is checked first, on every build.
 
 Every ```sh block of README.md is a command meant to be typed, on a fresh
 clone after the quick start, from the repository's root: this test runs them
 all, in order, in one bash session (so a `cd`, an `export` or a daemon
-started in the background carries over to the next block), and fails on the
-first command that fails. Blocks under another fence (```console, ```text,
-```toml, ...) are illustrations, long-running daemons or deployment lines,
-and are not run. The quick start itself (deploy/demo.sh, deploy/test.sh) is
-under such a fence: this test runs inside the second command.
+started in the background carries over to the next block), each block twice
+in a row (a block cleans up what an earlier run of it made, or makes new
+names, so that a reader can run it again), and fails on the first command
+that fails. Blocks under another fence (```shell, ```console, ```json, ...)
+are illustrations, long-running daemons or deployment lines, and are not
+run. The quick start itself (deploy/demo.sh, deploy/test.sh) is under such a
+fence: this test runs inside the second command.
 
 The examples keep their files under build/example/, which this test empties
 first. It needs the normal build in build/ (as the quick start makes it):
-another build directory skips the test (exit 77), saying why.
+another build directory skips the examples (exit 77), saying why.
 """
 
 import os
@@ -24,6 +30,10 @@ import tempfile
 
 SKIP = 77
 FENCE = re.compile(r"^```(\S*)\s*$")
+MAX_LINES = 250  # README.md has fewer lines than this
+CLI_HEADING = "## The CLI"
+MAX_CLI_LINE = 100  # and its CLI section starts before this line
+RUNS = 2  # each ```sh block runs this many times in a row
 
 
 def blocks(readme):
@@ -51,11 +61,34 @@ def commands(text):
             if line.strip() and not line.strip().startswith("#")]
 
 
+def length_problems(readme):
+    """What makes README.md too long for a reader to reach the CLI soon."""
+    with open(readme, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    problems = []
+    if len(lines) >= MAX_LINES:
+        problems.append(
+            f"README.md has {len(lines)} lines; keep it under {MAX_LINES} "
+            "(move reference material to docs/ and link it)")
+    cli = [n for n, line in enumerate(lines, 1) if line == CLI_HEADING]
+    if not cli:
+        problems.append(f"README.md has no line '{CLI_HEADING}'")
+    elif cli[0] >= MAX_CLI_LINE:
+        problems.append(
+            f"README.md's '{CLI_HEADING}' is at line {cli[0]}; it must start "
+            f"before line {MAX_CLI_LINE} (shorten what comes before it)")
+    return problems
+
+
 def main():
     source = os.environ.get(
         "RBLN_SOURCE_DIR",
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     readme = os.path.join(source, "README.md")
+    problems = length_problems(readme)
+    if problems:
+        print("\n".join(problems))
+        return 1
     all_blocks = blocks(readme)
 
     # The quick start: exactly two commands, the main job and the tests.
@@ -90,8 +123,10 @@ def main():
         "trap 'kill $(jobs -p) 2>/dev/null || true; wait' EXIT",
     ]
     for start, text in typed:
-        script.append(f"echo '>>> README.md line {start}' >&2")
-        script.append(text)
+        for run in range(1, RUNS + 1):
+            script.append(
+                f"echo '>>> README.md line {start}, run {run}' >&2")
+            script.append(text)
     with tempfile.NamedTemporaryFile("w", suffix=".sh", delete=False) as f:
         f.write("\n".join(script) + "\n")
         path = f.name
@@ -111,9 +146,11 @@ def main():
     print(output)
     if result.returncode != 0:
         print(f"FAILED: a README.md command exited {result.returncode} (the "
-              "last '>>> README.md line N' above names its block)")
+              "last '>>> README.md line N, run R' above names its block and "
+              "whether it failed the first time or when run again)")
         return 1
-    print(f"ok: {len(typed)} README.md blocks ran as written")
+    print(f"ok: {len(typed)} README.md blocks ran as written, each "
+          f"{RUNS} times in a row")
     return 0
 
 
