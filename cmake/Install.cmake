@@ -13,9 +13,12 @@
 #                                           for --codec-command
 include(GNUInstallDirs)
 
-install(TARGETS rbln-artifactd DESTINATION ${CMAKE_INSTALL_SBINDIR})
+# An install never stops half way: what the build did not make (a build of
+# some targets only) is skipped (OPTIONAL), and said at the end of this file.
+# `cmake --build build` and deploy/demo.sh make everything installed.
+install(TARGETS rbln-artifactd DESTINATION ${CMAKE_INSTALL_SBINDIR} OPTIONAL)
 install(TARGETS rbln-artifact rbln-artifact-synth
-        DESTINATION ${CMAKE_INSTALL_BINDIR})
+        DESTINATION ${CMAKE_INSTALL_BINDIR} OPTIONAL)
 # The external codec over rebel-compiler (docs/codec-protocol.md): a Python
 # program the daemon runs, not a command for users, so under libexec.
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/codecs/rebel/rbln_codec_rebel.py
@@ -86,15 +89,29 @@ elseif(HELP2MAN AND GZIP)
       COMMENT "Writing the man page ${program}(${section}) with help2man"
       VERBATIM)
     list(APPEND RBLN_MAN_PAGES ${out})
-    install(FILES ${out} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section})
+    install(FILES ${out} DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section}
+            OPTIONAL)
   endforeach()
   add_custom_target(rbln_man_pages ALL DEPENDS ${RBLN_MAN_PAGES})
+  list(JOIN RBLN_MAN_PAGES "\" \"" RBLN_MAN_PAGES_QUOTED)
   set(RBLN_HAVE_MAN_PAGES ON)
 else()
   message(STATUS "help2man not found: no man pages are built or installed "
                  "(apt-get install help2man, as deploy/install-deps.sh does)")
   set(RBLN_HAVE_MAN_PAGES OFF)
 endif()
+
+# Says what the OPTIONAL installs above skipped because it was not built.
+install(CODE "
+  foreach(built IN ITEMS \"$<TARGET_FILE:rbln-artifactd>\"
+                         \"$<TARGET_FILE:rbln-artifact>\"
+                         \"$<TARGET_FILE:rbln-artifact-synth>\"
+                         \"${RBLN_MAN_PAGES_QUOTED}\")
+    if(built AND NOT EXISTS \"\${built}\")
+      message(STATUS \"Skipped \${built}: not built (cmake --build the build \"
+                     \"directory to build everything, then install again)\")
+    endif()
+  endforeach()")
 
 # The Debian package: `cpack -G DEB` in the build directory, after a build.
 # Its Depends are the Debian runtime packages of the linked libraries, found

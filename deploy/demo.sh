@@ -11,8 +11,13 @@ root=$PWD
 
 deploy/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$(nproc)" \
-  --target rbln-artifactd rbln-artifact rbln-artifact-synth
+# The programs and their man pages: everything `cmake --install build`
+# installs (docs/installing.md).
+targets=(rbln-artifactd rbln-artifact rbln-artifact-synth)
+if cmake --build build --target help | grep -q 'rbln_man_pages: phony'; then
+  targets+=(rbln_man_pages)
+fi
+cmake --build build -j "$(nproc)" --target "${targets[@]}"
 bin=$root/build/bin
 
 demo=${RBLN_DEMO_DIR:-$root/build/demo}

@@ -310,6 +310,13 @@ def check_plain_install(cmake, build_dir, work):
     codec = os.path.join(prefix, "libexec/rbln-artifactd/rbln_codec_rebel.py")
     check(os.access(codec, os.X_OK),
           f"cmake --install installed no executable {codec}")
+    # A full build makes everything an install takes: nothing is skipped.
+    for page in ("man8/rbln-artifactd.8.gz", "man1/rbln-artifact.1.gz",
+                 "man1/rbln-artifact-synth.1.gz"):
+        check(os.path.isfile(os.path.join(prefix, "share/man", page)),
+              f"cmake --install installed no {page}")
+    check("Skipped" not in made.stdout,
+          f"cmake --install skipped what a full build makes: {made.stdout}")
 
 
 def copy_etc(work):
