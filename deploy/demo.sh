@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-deploy/install-deps.sh
+deploy/install-deps.sh --for demo
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 # The programs and their man pages: everything `cmake --install build`
 # installs (docs/installing.md).
