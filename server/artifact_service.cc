@@ -7,7 +7,6 @@
 #include <optional>
 #include <utility>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -15,15 +14,9 @@
 #include "common/version.h"
 #include "core/budget.h"
 #include "core/error_facts.h"
-#include "core/resize/fit.h"
 #include "core/status_macros.h"
-#include "core/store/artifact_name.h"
 #include "core/text.h"
-#include "google/rpc/status.pb.h"
-#include "rbln/artifact/v1/reply_metadata.h"
-#include "server/log_format.h"
-#include "server/running_list.h"
-#include "spdlog/spdlog.h"
+#include "server/proto_conversions.h"
 
 namespace rbln {
 namespace {
@@ -41,265 +34,13 @@ absl::Status CheckNameForPeer(bool remote, absl::string_view name,
       "for callers on the daemon's host, over its Unix socket)"));
 }
 
-// A name or directory as a reply may carry it (any bytes on disk; UTF-8 text
-// on the wire), with room for escapes beyond the longest path.
-std::string WireName(absl::string_view name) {
-  return WireText(name, kMaxArtifactNameBytes + 64);
-}
-
 // Operation ids are client-chosen keys of a bounded table; longer than a
 // UUID with room to spare is a mistake (or an attack on memory).
 constexpr size_t kMaxOperationIdBytes = 128;
 // Finished writes whose outcome GetWriteProgress still reports.
 constexpr size_t kKeptOutcomes = 1024;
 
-// The ErrorDetail of core's facts (core/error_facts.h): the reasons have the
-// same names in both.
-v1::ErrorDetail ToErrorDetail(const ErrorFacts& facts) {
-  v1::ErrorDetail detail;
-  v1::ErrorDetail::Reason reason = v1::ErrorDetail::REASON_UNSPECIFIED;
-  v1::ErrorDetail::Reason_Parse(std::string(ErrorReasonName(facts.reason)),
-                                &reason);
-  detail.set_reason(reason);
-  detail.set_artifact(WireName(facts.artifact));
-  if (facts.current_num_blocks.has_value()) {
-    detail.set_current_num_blocks(*facts.current_num_blocks);
-  }
-  if (facts.num_min_blocks.has_value()) {
-    detail.set_num_min_blocks(*facts.num_min_blocks);
-  }
-  if (facts.num_full_blocks.has_value()) {
-    detail.set_num_full_blocks(*facts.num_full_blocks);
-  }
-  if (facts.max_fitting_num_blocks.has_value()) {
-    detail.set_max_fitting_num_blocks(*facts.max_fitting_num_blocks);
-  }
-  return detail;
-}
-
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  // absl's canonical codes are gRPC's, number for number. The message is
-  // cut so that it always fits in the status metadata.
-  const auto code = static_cast<grpc::StatusCode>(status.code());
-  const std::string message = WireText(status.message());
-  std::optional<ErrorFacts> facts = GetErrorFacts(status);
-  if (!facts.has_value()) return grpc::Status(code, message);
-  // The richer error model: gRPC sends these bytes as the
-  // grpc-status-details-bin trailer.
-  google::rpc::Status details;
-  details.set_code(static_cast<int32_t>(status.code()));
-  details.set_message(message);
-  details.add_details()->PackFrom(ToErrorDetail(*facts));
-  return grpc::Status(code, message, details.SerializeAsString());
-}
-
-// Marks a failed reply as the handler's own (see reply_metadata.h): without
-// the mark, a client takes a non-OK status for a transport failure. OK is
-// never the transport's, so it goes unmarked: the trailer cost a read of
-// bench/run's row 5 a tenth of its throughput (docs/performance.md).
-grpc::Status MarkedReply(grpc::ServerContextBase* context,
-                         const grpc::Status& status) {
-  if (status.ok()) return status;
-  context->AddTrailingMetadata(v1::kReplyMetadataKey, v1::kReplyMetadataValue);
-  return status;
-}
-
-void FillBucket(const BucketFit& b, v1::BucketPlan* out) {
-  out->set_node(b.node);
-  out->set_chiplet(b.chiplet);
-  out->set_available_bytes(b.budget_bytes);
-  out->set_other_bytes(b.other_bytes);
-  out->set_kv_bytes(b.kv_bytes);
-  out->set_kv_bytes_per_block(b.kv_bytes_per_block);
-  out->set_headroom_bytes(b.headroom_bytes);
-}
-
-// The store's root and its roots (the store first, then the read-only
-// ones), as ListArtifacts and GetServerInfo report them.
-void FillRoots(const ArtifactStore& store, std::string* store_root,
-               google::protobuf::RepeatedPtrField<v1::StoreRoot>* roots) {
-  *store_root = store.root();
-  for (const StoreRootInfo& info : store.roots()) {
-    v1::StoreRoot* root = roots->Add();
-    root->set_name(info.name);
-    root->set_dir(WireName(info.dir));
-    root->set_read_only(info.read_only);
-  }
-}
-
-// Describe's reply for `artifact`, read as `name`, on `device`, with `plan`
-// (the device's error when there is no device). Nothing else may go into
-// it: the reply is kept and sent again while these are the same
-// (describe_replies.h).
-void FillDescription(
-    const Artifact* artifact, const std::string& name,
-    const absl::StatusOr<DramChoice>& device,
-    const absl::StatusOr<std::shared_ptr<const MemoryPlan>>& plan,
-    v1::DescribeArtifactResponse* resp) {
-  const RblnConfig& config = artifact->config();
-  resp->set_artifact(name);  // canonical: the read succeeded
-  resp->set_cls_name(config.cls_name);
-  resp->set_npu(artifact->npu());
-  resp->set_num_nodes(artifact->num_nodes());
-  resp->set_chiplets_per_node(artifact->buckets_per_node());
-  resp->set_memory_per_node(artifact->granularity() ==
-                            BucketGranularity::kNode);
-  resp->set_submodule(artifact->submodule());
-  resp->set_attn_impl(config.attn_impl);
-  resp->set_max_seq_len(config.max_seq_len);
-  resp->set_kvcache_block_size(config.kvcache_block_size);
-  resp->set_batch_size(config.batch_size);
-  resp->set_kvcache_num_blocks(artifact->current_num_blocks());
-  resp->set_compiled_num_blocks(artifact->compiled_num_blocks());
-  resp->set_num_full_blocks(config.NumFullBlocks());
-  resp->set_num_min_blocks(config.NumMinBlocks());
-  for (const KvTensor& t : artifact->kv_tensors()) {
-    if (t.resizable) {
-      resp->set_resizable_kv_tensors(resp->resizable_kv_tensors() + 1);
-    } else {
-      resp->set_fixed_kv_tensors(resp->fixed_kv_tensors() + 1);
-    }
-  }
-  for (const ContainerFile& file : artifact->containers()) {
-    v1::GraphInfo* graph = resp->add_graphs();
-    graph->set_compiled_model_name(file.graph_name());
-    graph->set_file_name(file.file_name);
-    graph->set_payload_bytes(file.facts->payload_bytes);
-    graph->set_file_bytes(file.stat.size);
-    graph->set_codec(file.codec->name());
-  }
-  if (!artifact->submodule().empty()) {
-    resp->add_warnings(WireText(absl::StrCat(
-        "the memory plan and fits count the decoder's graphs only (",
-        artifact->submodule(),
-        "/), as optimum-rbln's fit does; the artifact's other graphs (other "
-        "submodules, top-level graphs) need device memory too when they "
-        "share the device")));
-  }
-  if (device.ok()) {
-    resp->set_dram_source(device->source);
-    for (const std::string& warning : device->warnings) {
-      resp->add_warnings(WireText(warning));
-    }
-  }
-  if (!plan.ok()) {
-    resp->add_warnings(
-        WireText(absl::StrCat("no memory plan: ", plan.status().message())));
-    return;
-  }
-  for (const BucketFit& b : (*plan)->buckets) {
-    FillBucket(b, resp->add_buckets());
-  }
-  resp->set_max_fitting_num_blocks((*plan)->max_fitting_num_blocks);
-}
-
 }  // namespace
-
-// One log line per request (logfmt, or JSON: server/log_format.h), logged
-// when the handler finishes, or for an answered read once its reply has been
-// sent (ReadReactor), stamped with the time it finished (server/log_sink.h:
-// when it is written). Until it finishes, the request is on running_'s list
-// of what runs (for the log of a forced exit). Finish also marks an error as
-// the handler's own (MarkedReply). `method` is a literal: only its view is
-// kept.
-class ArtifactServiceImpl::RequestLog {
- public:
-  RequestLog(ArtifactServiceImpl* service, grpc::ServerContextBase* context,
-             absl::string_view method, absl::string_view artifact)
-      : service_(service),
-        context_(context),
-        method_(method),
-        // A request may carry megabytes; the log shows 200 bytes of it.
-        artifact_(artifact.substr(0, kMaxEchoBytes + 1)),
-        start_(absl::Now()),
-        running_(&service_->running_, this) {}
-  RequestLog(const RequestLog&) = delete;
-  RequestLog& operator=(const RequestLog&) = delete;
-
-  absl::string_view method() const { return method_; }
-  const std::string& artifact() const { return artifact_; }
-  absl::Time start() const { return start_; }
-  // Finish has run: the request is answered, though it may still be on
-  // running_ (until its reply is sent).
-  bool finished() const { return finished_.load(std::memory_order_acquire); }
-
-  void SetCounts(const absl::Status& status, uint64_t previous, uint64_t next,
-                 bool written) {
-    if (!status.ok()) return;
-    counts_ = {LogField::Number("previous", static_cast<int64_t>(previous)),
-               LogField::Number("new", static_cast<int64_t>(next)),
-               LogField::Bool("written", written)};
-    wrote_ = written;
-  }
-
-  void SetCaller(const Caller& caller) {
-    caller_identity_ = caller.identity;
-    caller_role_ = caller.role();
-  }
-
-  // A read's answer is logged once its reply has been sent (ReadReactor):
-  // Finish then only notes the outcome, unless it is an error (written
-  // before the reply, as every line at warn: server/log_sink.h).
-  void LogOnceSent() { once_sent_ = true; }
-
-  grpc::Status Finish(const absl::Status& status) {
-    finished_at_ = absl::Now();
-    status_ = status;
-    finished_.store(true, std::memory_order_release);
-    if (!once_sent_ || !status.ok()) WriteLine();
-    return MarkedReply(context_, ToGrpc(status));
-  }
-
-  // Logs the line of a finished request, once; nothing for one not finished.
-  void WriteLine() {
-    if (!status_.has_value() || logged_) return;
-    logged_ = true;
-    const absl::Status& status = *status_;
-    const int64_t ms = absl::ToInt64Milliseconds(finished_at_ - start_);
-    const std::string outcome = absl::StatusCodeToString(status.code());
-    absl::InlinedVector<LogField, 10> fields = {
-        LogField::Word("method", method_),
-        LogField::Text("artifact", artifact_, kMaxEchoBytes)};
-    if (caller_identity_.has_value()) {
-      fields.push_back(LogField::Text("caller", *caller_identity_));
-      fields.push_back(LogField::Word("role", caller_role_));
-    } else {
-      fields.push_back(LogField::Word("caller", "none"));
-    }
-    fields.push_back(LogField::Word("outcome", outcome));
-    fields.insert(fields.end(), counts_.begin(), counts_.end());
-    fields.push_back(LogField::Number("duration_ms", ms));
-    if (!status.ok()) {
-      fields.push_back(LogField::Text("error", status.message()));
-    }
-    LogEvent(status.ok() ? spdlog::level::info : spdlog::level::warn,
-             {method_, " ", outcome}, fields, finished_at_);
-    // A change is on record before its reply; a read's line may follow its
-    // reply by the sink's linger (server/log_sink.h).
-    if (wrote_) spdlog::default_logger_raw()->flush();
-  }
-
- private:
-  ArtifactServiceImpl* const service_;
-  grpc::ServerContextBase* const context_;
-  const absl::string_view method_;
-  const std::string artifact_;
-  const absl::Time start_;
-  // Once identified; caller=none until then.
-  std::optional<std::string> caller_identity_;
-  absl::string_view caller_role_;
-  std::vector<LogField> counts_;
-  bool wrote_ = false;
-  bool once_sent_ = false;
-  // Set by Finish.
-  std::optional<absl::Status> status_;
-  absl::Time finished_at_;
-  std::atomic<bool> finished_{false};
-  bool logged_ = false;
-  // Last: the request is listed once the rest is set.
-  const RunningList<RequestLog>::Node running_;
-};
 
 std::string ArtifactServiceImpl::LogName(const std::string& requested) const {
   absl::StatusOr<std::string> name = store_->CanonicalName(requested);
@@ -375,46 +116,6 @@ absl::Status ArtifactServiceImpl::CheckReadsItself(
   return absl::OkStatus();
 }
 
-// A read's reactor, which keeps its request log until the reply has been
-// sent: the line of an answered read is logged then (OnDone), so that the
-// caller does not wait for it. In bench/run's row 5 at 1 call in flight, the
-// few microseconds of a line are some 0.05 of Check's rate on a virtual
-// machine (docs/performance.md). A caller that does not read its reply
-// holds its line back until the call ends (its deadline, a cancel, its
-// connection's close, the daemon's stop); the line says when the read was
-// answered.
-class ArtifactServiceImpl::ReadReactor final : public grpc::ServerUnaryReactor {
- public:
-  // The log of this attempt at the read; an earlier attempt's, which found
-  // nothing cached, goes without a line.
-  RequestLog& StartLog(ArtifactServiceImpl* service,
-                       grpc::ServerContextBase* context,
-                       absl::string_view method, absl::string_view artifact) {
-    log_.reset();  // off the running list before the new one joins
-    RequestLog& log = log_.emplace(service, context, method, artifact);
-    log.LogOnceSent();
-    return log;
-  }
-  void DropLog() { log_.reset(); }
-
-  void OnDone() override {
-    if (log_.has_value()) log_->WriteLine();
-    delete this;
-  }
-  void OnCancel() override {}
-  // Lets gRPC call OnDone on the thread that sent the reply, as it calls
-  // its own DefaultReactor's, instead of handing it to its executor thread,
-  // whose wake-up costs more than the line (gRPC 1.51 names this hook "not
-  // API"; grpcpp/support/server_callback.h). OnDone only logs an info line
-  // (errors are logged before the reply): it takes the log sink's lock, and
-  // writes to stderr only when its line fills a batch, or at
-  // --log-linger-ms 0, as a handler on this thread would.
-  bool InternalInlineable() override { return true; }
-
- private:
-  std::optional<RequestLog> log_;
-};
-
 template <typename Handler>
 grpc::ServerUnaryReactor* ArtifactServiceImpl::ServeRead(
     grpc::CallbackServerContext* context, absl::string_view method,
@@ -448,7 +149,7 @@ grpc::Status ArtifactServiceImpl::Refuse(grpc::ServerContextBase* context,
                                          absl::string_view method,
                                          const std::string& artifact,
                                          const absl::Status& why) {
-  RequestLog log(this, context, method, LogName(artifact));
+  RequestLog log(&running_, context, method, LogName(artifact));
   // Who floods or sends garbage is worth a log line; one who cannot be
   // identified stays caller=none (the refusal says nothing of the artifact).
   if (absl::StatusOr<Caller> caller = auth_->Identify(*context); caller.ok()) {
@@ -477,7 +178,7 @@ std::optional<grpc::Status> ArtifactServiceImpl::Get(
       store_->Locate(req.artifact(), &held);
   const std::string& name = LogName(at, req.artifact());
   RequestLog& log =
-      reactor->StartLog(this, context, "GetKvcacheNumBlocks", name);
+      reactor->StartLog(&running_, context, "GetKvcacheNumBlocks", name);
   if (auto auth = Authorize(context, log, /*writes=*/false, req.artifact());
       !auth.ok()) {
     return log.Finish(auth.status());
@@ -500,7 +201,7 @@ std::optional<grpc::Status> ArtifactServiceImpl::Get(
 grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
     grpc::ServerContext* context, const v1::SetKvcacheNumBlocksRequest* req,
     v1::ResizeResponse* resp) {
-  RequestLog log(this, context, "SetKvcacheNumBlocks",
+  RequestLog log(&running_, context, "SetKvcacheNumBlocks",
                  LogName(req->artifact()));
   absl::StatusOr<Caller> caller = Authorize(
       context, log, /*writes=*/!req->options().dry_run(), req->artifact());
@@ -518,7 +219,8 @@ grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
 grpc::Status ArtifactServiceImpl::FitMemoryBudget(
     grpc::ServerContext* context, const v1::FitMemoryBudgetRequest* req,
     v1::ResizeResponse* resp) {
-  RequestLog log(this, context, "FitMemoryBudget", LogName(req->artifact()));
+  RequestLog log(&running_, context, "FitMemoryBudget",
+                 LogName(req->artifact()));
   absl::StatusOr<Caller> caller = Authorize(
       context, log, /*writes=*/!req->options().dry_run(), req->artifact());
   if (!caller.ok()) return log.Finish(caller.status());
@@ -631,31 +333,7 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
   }
   FinishWrite(op_id, counted, result);
   RBLN_RETURN_IF_ERROR(result.status());
-  resp->set_artifact(result->name);
-  resp->set_output_dir(result->output_name);
-  resp->set_previous_num_blocks(result->previous_num_blocks);
-  resp->set_new_num_blocks(result->new_num_blocks);
-  resp->set_written(result->written);
-  resp->set_dry_run(request.dry_run);
-  if (result->fits_device.has_value()) {
-    resp->set_fits_device(*result->fits_device);
-  }
-  resp->set_store(store_->root());
-  for (const std::string& warning : result->warnings) {
-    resp->add_warnings(WireText(warning));
-  }
-  if (result->fit.has_value() && request.budget.has_value()) {
-    const FitResult& fit = *result->fit;
-    v1::FitDetails* details = resp->mutable_fit();
-    details->set_budget(request.budget->ToString());
-    details->set_budget_per_chiplet(fit.budget_per_chiplet);
-    details->set_num_full_blocks(fit.num_full_blocks);
-    for (const BucketFit& b : fit.buckets) {
-      FillBucket(b, details->add_buckets());
-    }
-    details->set_limiting_bucket(fit.limiting_bucket);
-    details->set_dram_source(result->dram_source);
-  }
+  FillResizeResponse(request, *result, store_->root(), resp);
   return absl::OkStatus();
 }
 
@@ -695,7 +373,8 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
   const absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>> at =
       store_->Locate(req.artifact(), &held);
   const std::string& name = LogName(at, req.artifact());
-  RequestLog& log = reactor->StartLog(this, context, "DescribeArtifact", name);
+  RequestLog& log =
+      reactor->StartLog(&running_, context, "DescribeArtifact", name);
   if (auto auth = Authorize(context, log, /*writes=*/false, req.artifact());
       !auth.ok()) {
     return log.Finish(auth.status());
@@ -752,7 +431,7 @@ grpc::Slice ArtifactServiceImpl::DescribeReply(
 grpc::Status ArtifactServiceImpl::ListArtifacts(
     grpc::ServerContext* context, const v1::ListArtifactsRequest*,
     v1::ListArtifactsResponse* resp) {
-  RequestLog log(this, context, "ListArtifacts", "");
+  RequestLog log(&running_, context, "ListArtifacts", "");
   absl::StatusOr<Caller> caller = Authorize(context, log, /*writes=*/false);
   if (!caller.ok()) return log.Finish(caller.status());
   absl::StatusOr<StoreListing> listing = store_->ListAll();
@@ -800,26 +479,11 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
 grpc::Status ArtifactServiceImpl::GetDeviceInfo(
     grpc::ServerContext* context, const v1::GetDeviceInfoRequest*,
     v1::GetDeviceInfoResponse* resp) {
-  RequestLog log(this, context, "GetDeviceInfo", "");
+  RequestLog log(&running_, context, "GetDeviceInfo", "");
   if (auto auth = Authorize(context, log, /*writes=*/false); !auth.ok()) {
     return log.Finish(auth.status());
   }
-  const DeviceReport report = dram_->Report();
-  resp->set_source(report.source);
-  for (const std::string& warning : report.warnings)
-    resp->add_warnings(WireText(warning));
-  for (const DeviceEntry& d : report.devices) {
-    v1::Device* device = resp->add_devices();
-    device->set_index(d.index);
-    device->set_name(d.name);
-    device->set_family(d.family);
-    device->set_device_node(d.device_node);
-    device->set_total_bytes(d.total_bytes);
-    device->set_used_bytes(d.used_bytes);
-    device->set_available_bytes(d.available_bytes);
-    device->set_chiplets(d.chiplets);
-    device->set_source(d.source);
-  }
+  FillDeviceInfo(dram_->Report(), resp);
   return log.Finish(absl::OkStatus());
 }
 
@@ -855,7 +519,7 @@ grpc::Status ArtifactServiceImpl::GetWriteProgress(
 grpc::Status ArtifactServiceImpl::GetServerInfo(
     grpc::ServerContext* context, const v1::GetServerInfoRequest*,
     v1::GetServerInfoResponse* resp) {
-  RequestLog log(this, context, "GetServerInfo", "");
+  RequestLog log(&running_, context, "GetServerInfo", "");
   absl::StatusOr<Caller> caller = auth_->Identify(*context);
   if (!caller.ok()) return log.Finish(caller.status());
   log.SetCaller(*caller);

@@ -6,9 +6,9 @@
 // Every error a handler returns carries the trailing metadata of
 // rbln/artifact/v1/reply_metadata.h, so that clients can tell it from a
 // transport failure (an OK reply is always the handler's, and unmarked).
-// Every request is logged as one logfmt line naming its caller and role
-// (auth.h), with what callers sent quoted and escaped; every status message is
-// cut to kMaxStatusMessageBytes.
+// Every request is logged as one line naming its caller and role
+// (request_log.h), with what callers sent quoted and escaped; every status
+// message is cut to kMaxStatusMessageBytes (proto_conversions.h).
 //
 // Thread-safe: gRPC calls handlers concurrently.
 #ifndef RBLN_SERVER_ARTIFACT_SERVICE_H_
@@ -32,13 +32,14 @@
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
 #include "server/auth.h"
 #include "server/describe_replies.h"
-#include "server/running_list.h"
+#include "server/read_reactor.h"
+#include "server/request_log.h"
 
 namespace rbln {
 
 namespace v1 = ::rbln::artifact::v1;
 
-// What GetServerInfo reports that only the daemon's main() knows.
+// What GetServerInfo reports that only the daemon knows (daemon.h).
 struct ServerFacts {
   // Every address served, "unix:PATH" or "HOST:PORT" (--listen, then any
   // other listener).
@@ -121,8 +122,6 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   const DescribeReplies& describe_replies() const { return describe_replies_; }
 
  private:
-  class RequestLog;
-  class ReadReactor;
   struct Progress {
     uint64_t done = 0;
     uint64_t total = 0;
@@ -211,7 +210,7 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   // Describe's replies, serialized once per artifact read, name and device.
   DescribeReplies describe_replies_;
   // Every request being handled, the newest first.
-  RunningList<RequestLog> running_;
+  RunningRequests running_;
 
   mutable absl::Mutex mu_;
   int active_writes_ ABSL_GUARDED_BY(mu_) = 0;
