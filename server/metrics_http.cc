@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "server/listen_checks.h"
 
 namespace rbln {
 namespace {
@@ -79,14 +80,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
         "socket");
   }
   const std::string where = Describe(address);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  const std::string port = std::to_string(address.port);
-  const int resolved =
-      getaddrinfo(address.host.c_str(), port.c_str(), &hints, &found);
+  const int resolved = ResolveToBind(address, &found);
   if (resolved != 0 || found == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": cannot resolve '", address.host,
