@@ -2,9 +2,9 @@
 //
 // glibc's malloc gives each thread that allocates under contention an arena
 // of its own, up to 8 per core, and an arena keeps the memory it once held:
-// gRPC's and the pool's threads together made 16 arenas and most of the
-// daemon's resident memory growth under load (docs/performance.md, row 8).
-// Two arenas serve a daemon that spends its time in system calls.
+// gRPC's and the pool's threads made most of the daemon's resident memory
+// growth under load that way (docs/performance.md). Two arenas serve a
+// daemon that spends its time in system calls.
 #ifndef RBLN_SERVER_ALLOCATOR_H_
 #define RBLN_SERVER_ALLOCATOR_H_
 

@@ -4,11 +4,10 @@
 // object while the files are unchanged), the canonical name it was asked by,
 // and the device choice it is planned for. So a reply made for the same three
 // is sent again as it is, instead of building a message of some 30 fields,
-// serializing it and freeing it on every call: a tenth to a fifth of Check's
-// rate in bench/run's row 5 (docs/performance.md). Where the device's
-// provider numbers its answers (ArtifactStore::DeviceGeneration, not 0), the
-// number stands for the choice: a reply is found without asking the
-// provider.
+// serializing it and freeing it on every call (docs/performance.md). Where
+// the device's provider numbers its answers (ArtifactStore::DeviceGeneration,
+// not 0), the number stands for the choice: a reply is found without asking
+// the provider.
 //
 // Bounded by bytes (kMaxBytes, LRU): each entry counts its reply, its name,
 // its device choice and the artifact object's allocation, which the entry's

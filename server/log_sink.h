@@ -1,37 +1,20 @@
 // BatchingLogSink: the daemon's spdlog sink. It writes formatted lines to a
 // file descriptor (stderr: the journal, under systemd) in batches, so that a
-// busy daemon makes one write(2) for the lines of many requests instead of
-// one each (docs/performance.md, row 5: on a virtual machine a system call
-// costs microseconds, and a cached Get makes only a few besides gRPC's).
-// A line is formatted (spdlog's pattern, or the daemon's JSON formatter)
-// when it is written, not when it is logged: a request's thread only copies
-// its message, and the thread that writes (the background thread, or one
-// of those below that write before they return) formats the batch.
+// busy daemon makes one write(2) for many requests' lines
+// (docs/performance.md); a line is formatted by the thread that writes it.
 //
-// When a line is written:
-//   * a line at `write_through` (warn) or above, and every line before it,
-//     before log() returns;
-//   * every line before flush() returns (the request log flushes after a
-//     request that changed an artifact, so that its line is out before the
-//     reply; server/artifact_service.cc);
-//   * any other line by a background thread, within `linger` after it was
-//     logged (later while an earlier batch is still being written, or on a
-//     machine too busy to run the thread), together with the lines logged
-//     in the meantime; at once (by the thread that logs) when the waiting
-//     lines take `max_batch_bytes`;
-//   * what is left when the sink is destroyed.
-// Lines are written whole and in the order they were logged, each in the
-// pattern that was set when it was logged. A process that is killed
-// (SIGKILL, a crash) loses the lines below `write_through` that were still
-// waiting: at most about the last `linger` of them.
+// A line is written: at `write_through` (warn) or above, with every line
+// before it, before log() returns; every line before flush() returns (the
+// request log flushes a change's line before its reply); any other line
+// within `linger` by a background thread, or at once when the waiting lines
+// take `max_batch_bytes`; what is left when the sink is destroyed. Lines go
+// out whole and in order, each in the pattern set when it was logged; a
+// killed process loses the waiting lines below `write_through`.
 //
-// A formatter must format from the message alone (spdlog 1.10's flags do;
-// a thread-local context, as 1.13's %& reads, would not be the line's): it
-// runs on another thread, later. A line's source_loc strings must be
-// static (literals, __FUNCTION__): they are read then. A formatter must not
-// log through this sink. A failed write or format drops the batch, as
-// spdlog's own stderr sinks drop a failed write: logging never stops the
-// daemon. Thread-safe.
+// A formatter must format from the message alone (it runs later, on
+// another thread), and must not log through this sink; a line's source_loc
+// strings must be static. A failed write or format drops the batch: logging
+// never stops the daemon. Thread-safe.
 #ifndef RBLN_SERVER_LOG_SINK_H_
 #define RBLN_SERVER_LOG_SINK_H_
 
@@ -54,9 +37,8 @@ class BatchingLogSink final : public spdlog::sinks::sink {
     int fd = 2;  // not owned
     // Short enough not to be seen by a person reading the journal, long
     // enough for hundreds of requests' lines at full load: each batch wakes
-    // the background thread, which then preempts a gRPC thread (at 1 ms,
-    // a fifth of bench/run's row 5 throughput on 2 cores; see
-    // docs/performance.md). Zero: every line is written before log()
+    // the background thread, which then preempts a gRPC thread
+    // (docs/performance.md). Zero: every line is written before log()
     // returns.
     absl::Duration linger = absl::Milliseconds(10);
     // Written at once when the waiting lines take this much memory (their
