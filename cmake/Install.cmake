@@ -37,7 +37,7 @@ set(RBLN_UNIT_DIR [[${RBLN_SYSTEMD_UNIT_DIR}]])
 set(RBLN_SBIN_DIR [[${CMAKE_INSTALL_SBINDIR}]])")
 install(SCRIPT ${PROJECT_SOURCE_DIR}/cmake/InstallUnit.cmake)
 # The service user, for systemd-sysusers (the package's postinst uses
-# adduser instead): README.md, "Installing".
+# adduser instead): docs/installing.md.
 install(FILES ${PROJECT_SOURCE_DIR}/deploy/rbln-artifactd.sysusers
         DESTINATION lib/sysusers.d RENAME rbln-artifactd.conf)
 # The contract for clients in any language (reply_metadata.h is part of it).

@@ -1,4 +1,4 @@
-// rbln-artifactd's exit codes (sysexits.h; listed in --help and the README)
+// rbln-artifactd's exit codes (sysexits.h; listed in --help and docs/daemon.md)
 // and DaemonError, a failure to start that carries the code its process
 // ends with, from the flags (daemon_flags.h) to main.
 //

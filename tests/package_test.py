@@ -284,7 +284,7 @@ def unit_exec_starts(unit):
 
 
 def check_plain_install(cmake, build_dir, work):
-    """`cmake --install --prefix DIR`, as README.md's "Installing" does with
+    """`cmake --install --prefix DIR`, as docs/installing.md does with
     /usr/local: the unit's ExecStart names DIR/sbin/rbln-artifactd, which
     is there, and the sysusers.d file that makes its user is installed."""
     prefix = os.path.join(work, "prefix")

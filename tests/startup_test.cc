@@ -267,7 +267,7 @@ TEST_F(StartupTest, MissingSocketDirectoryIsReportedAsSuch) {
                          root_.Join("no/such/dir"), " does not exist")));
 }
 
-// The README's example config file, with this test's paths, starts a
+// docs/daemon.md's example config file, with this test's paths, starts a
 // daemon on both of its addresses.
 TEST_F(StartupTest, TheReadmeExampleConfigWorks) {
   const std::string unix_address = UnixAddress("d.sock");
