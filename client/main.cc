@@ -1,5 +1,5 @@
 // rbln-artifact: the command-line client of rbln-artifactd, with the flags of
-// optimum-rbln-cli (see --help, and client/cli.h).
+// optimum-rbln-cli (see --help, and client/flags.h).
 //
 //   rbln-artifact --get-kvcache-num-blocks --model-id ./my_artifact
 //   rbln-artifact --set-memory-budget 0.8 --model-id ./my_artifact
@@ -16,7 +16,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "client/cli.h"
+#include "client/failure.h"
+#include "client/flags.h"
+#include "client/options.h"
+#include "client/paths.h"
 #include "client/run.h"
 #include "client/socket_probe.h"
 #include "common/defaults.h"

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "client/cli.h"
+#include "client/options.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
 
 namespace rbln::client {

@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "client/cli.h"
+#include "client/failure.h"
 
 namespace rbln::client {
 

@@ -124,7 +124,7 @@ class LayeringTest(unittest.TestCase):
                              ("common", "core/store/store.h"),
                              ("client", "core/format/artifact.h"),
                              ("client", "server/auth.h"),
-                             ("server", "client/cli.h"),
+                             ("server", "client/flags.h"),
                              ("tools", "server/auth.h"),
                              ("format", "core/store/artifact_name.h")):
             self.assertFalse(may_include(mine, target),

@@ -1,0 +1,58 @@
+#include "client/requests.h"
+
+#include <string>
+
+namespace rbln::client {
+namespace {
+
+namespace v1 = ::rbln::artifact::v1;
+
+v1::WriteOptions BuildWriteOptions(const CliOptions& options,
+                                   absl::string_view operation_id) {
+  v1::WriteOptions w;
+  w.set_output_dir(options.output_dir);
+  w.set_replace(options.replace);
+  w.set_dry_run(options.dry_run);
+  w.set_verify(options.verify);
+  w.set_force(options.force);
+  if (options.expected_current.has_value()) {
+    w.set_expected_current(*options.expected_current);
+  }
+  w.set_operation_id(std::string(operation_id));
+  return w;
+}
+
+}  // namespace
+
+v1::GetKvcacheNumBlocksRequest BuildGetRequest(const CliOptions& options) {
+  v1::GetKvcacheNumBlocksRequest request;
+  request.set_artifact(options.model_id);
+  return request;
+}
+
+v1::SetKvcacheNumBlocksRequest BuildSetRequest(const CliOptions& options,
+                                               absl::string_view operation_id) {
+  v1::SetKvcacheNumBlocksRequest request;
+  request.set_artifact(options.model_id);
+  request.set_num_blocks(options.num_blocks);
+  *request.mutable_options() = BuildWriteOptions(options, operation_id);
+  return request;
+}
+
+v1::FitMemoryBudgetRequest BuildFitRequest(const CliOptions& options,
+                                           absl::string_view operation_id) {
+  v1::FitMemoryBudgetRequest request;
+  request.set_artifact(options.model_id);
+  request.set_budget(options.budget);
+  *request.mutable_options() = BuildWriteOptions(options, operation_id);
+  return request;
+}
+
+v1::DescribeArtifactRequest BuildDescribeRequest(const CliOptions& options) {
+  v1::DescribeArtifactRequest request;
+  request.set_artifact(options.model_id);
+  request.set_verify_payload(options.verify);
+  return request;
+}
+
+}  // namespace rbln::client

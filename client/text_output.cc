@@ -1,0 +1,324 @@
+#include "client/text_output.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace rbln::client {
+namespace {
+
+namespace v1 = ::rbln::artifact::v1;
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string GiB(uint64_t bytes) {
+  return absl::StrFormat("%.2f", static_cast<double>(bytes) / kGiB);
+}
+
+std::string SignedGiB(int64_t bytes) {
+  return absl::StrFormat("%.2f", static_cast<double>(bytes) / kGiB);
+}
+
+struct Column {
+  std::string header;
+  bool right_aligned = false;
+};
+
+// A table with a header row; columns two spaces apart, no trailing blanks.
+std::string RenderTable(const std::vector<Column>& columns,
+                        const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const Column& c : columns) widths.push_back(c.header.size());
+  for (const auto& row : rows) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], row[i].size());
+    }
+  }
+  auto render_row = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t i = 0; i < columns.size(); ++i) {
+      const std::string& cell = i < cells.size() ? cells[i] : "";
+      if (i > 0) line += "  ";
+      int width = static_cast<int>(widths[i]);
+      line += columns[i].right_aligned ? absl::StrFormat("%*s", width, cell)
+                                       : absl::StrFormat("%-*s", width, cell);
+    }
+    return absl::StrCat(absl::StripTrailingAsciiWhitespace(line), "\n");
+  };
+  std::vector<std::string> header;
+  for (const Column& c : columns) header.push_back(c.header);
+  std::string text = render_row(header);
+  for (const auto& row : rows) text += render_row(row);
+  return text;
+}
+
+// "label:" padded so that the values of consecutive lines align.
+std::string Field(absl::string_view label, absl::string_view value) {
+  return absl::StrFormat("%-13s%s\n", absl::StrCat(label, ":"), value);
+}
+
+std::string FormatFit(const v1::FitDetails& fit, uint64_t num_blocks) {
+  std::string line =
+      absl::StrFormat("budget %s: %s GiB per chiplet", fit.budget(),
+                      GiB(fit.budget_per_chiplet()));
+  int limiting = fit.limiting_bucket();
+  if (limiting < 0) {
+    absl::StrAppend(&line, "; the full count of ", fit.num_full_blocks(),
+                    " blocks fits");
+  } else if (limiting < fit.buckets_size()) {
+    const v1::BucketPlan& b = fit.buckets(limiting);
+    absl::StrAppend(
+        &line, absl::StrFormat(
+                   "; limited by node %d chiplet %d: other %s GiB, KV %s "
+                   "GiB at %d blocks, %s GiB per block, headroom %s GiB",
+                   b.node(), b.chiplet(), GiB(b.other_bytes()),
+                   GiB(b.kv_bytes()), num_blocks, GiB(b.kv_bytes_per_block()),
+                   SignedGiB(b.headroom_bytes())));
+  } else {
+    absl::StrAppend(&line, "; limited by bucket #", limiting);
+  }
+  absl::StrAppend(&line, "\n");
+  // A budget is a fraction of what the daemon believes a device holds; say
+  // where that came from (probe, spec table or override).
+  if (!fit.dram_source().empty()) {
+    absl::StrAppend(&line, "DRAM: ", fit.dram_source(), "\n");
+  }
+  return line;
+}
+
+// "store: DIR" and a line per read-only root, for --list and --server-info.
+std::string FormatRoots(
+    const std::string& store,
+    const google::protobuf::RepeatedPtrField<v1::StoreRoot>& roots) {
+  std::string text = absl::StrCat("store: ", store, "\n");
+  for (const v1::StoreRoot& root : roots) {
+    if (root.read_only()) {
+      absl::StrAppend(&text, "read-only root ", root.name(), ": ", root.dir(),
+                      " (artifacts named ", root.name(), ":PATH)\n");
+    }
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string FormatGet(const v1::GetKvcacheNumBlocksResponse& reply) {
+  return absl::StrCat(reply.kvcache_num_blocks(), "\n");
+}
+
+ResizeOutput FormatResize(const CliOptions& options,
+                          const v1::ResizeResponse& reply) {
+  ResizeOutput output;
+  if (options.operation == Operation::kFitBudget) {
+    output.out =
+        absl::StrCat("memory_budget ", options.budget,
+                     " fits kvcache_num_blocks=", reply.new_num_blocks(), "\n");
+  }
+  const std::string change =
+      absl::StrCat("kvcache_num_blocks: ", reply.previous_num_blocks(), " -> ",
+                   reply.new_num_blocks());
+  if (options.dry_run) {
+    absl::StrAppend(&output.out, change, " (dry run: nothing written)\n");
+  } else {
+    const std::string dir =
+        !options.written_dir.empty()
+            ? options.written_dir
+            : absl::StrCat(reply.store(), "/",
+                           reply.output_dir().empty() ? reply.artifact()
+                                                      : reply.output_dir());
+    absl::StrAppend(&output.out, "Set kvcache_num_blocks to ",
+                    reply.new_num_blocks(), " for artifact at ", dir, "\n");
+    output.err = change;
+    if (!reply.written()) {
+      absl::StrAppend(&output.err, " (unchanged: nothing was written)");
+    } else if (!reply.output_dir().empty()) {
+      absl::StrAppend(&output.err, " (written to ", reply.output_dir(), ")");
+    }
+    output.err += "\n";
+  }
+  if (reply.has_fit()) {
+    output.err += FormatFit(reply.fit(), reply.new_num_blocks());
+  }
+  return output;
+}
+
+std::string FormatDescribe(const v1::DescribeArtifactResponse& reply) {
+  std::string text = Field("artifact", reply.artifact());
+  text += Field(
+      "model",
+      absl::StrFormat("%s, %s, max_seq_len %d, block size %d, batch %d",
+                      reply.cls_name(), reply.attn_impl(), reply.max_seq_len(),
+                      reply.kvcache_block_size(), reply.batch_size()));
+  std::string npu = absl::StrFormat(
+      "%s, %d node%s", reply.npu().empty() ? "NPU unknown" : reply.npu(),
+      reply.num_nodes(), reply.num_nodes() == 1 ? "" : "s");
+  if (reply.memory_per_node()) {
+    absl::StrAppend(&npu, ", memory reported per node (older compiler)");
+  } else {
+    absl::StrAppend(&npu, " x ", reply.chiplets_per_node(), " chiplet",
+                    reply.chiplets_per_node() == 1 ? "" : "s");
+  }
+  if (!reply.dram_source().empty()) {
+    absl::StrAppend(&npu, " (DRAM: ", reply.dram_source(), ")");
+  }
+  text += Field("npu", npu);
+  if (!reply.submodule().empty()) {
+    text += Field("decoder", absl::StrCat("submodule '", reply.submodule(),
+                                          "' (", reply.submodule(), "/)"));
+  }
+  text += Field("kv blocks",
+                absl::StrFormat(
+                    "current %d, compiled %s, full %d, min %d, max fitting %d",
+                    reply.kvcache_num_blocks(),
+                    reply.compiled_num_blocks() == 0
+                        ? std::string("unknown")
+                        : absl::StrCat(reply.compiled_num_blocks()),
+                    reply.num_full_blocks(), reply.num_min_blocks(),
+                    reply.max_fitting_num_blocks()));
+  text += Field("kv tensors", absl::StrFormat("%d resizable, %d fixed",
+                                              reply.resizable_kv_tensors(),
+                                              reply.fixed_kv_tensors()));
+  std::vector<std::string> graphs;
+  std::vector<std::string> codecs;
+  uint64_t file_bytes = 0;
+  for (const v1::GraphInfo& g : reply.graphs()) {
+    graphs.push_back(g.compiled_model_name());
+    file_bytes += g.file_bytes();
+    if (!g.codec().empty() &&
+        std::find(codecs.begin(), codecs.end(), g.codec()) == codecs.end()) {
+      codecs.push_back(g.codec());
+    }
+  }
+  std::string graph_text = absl::StrFormat(
+      "%s (%s GiB in files", absl::StrJoin(graphs, ", "), GiB(file_bytes));
+  if (!codecs.empty()) {
+    absl::StrAppend(&graph_text, "; codec ", absl::StrJoin(codecs, ", "));
+  }
+  text += Field("graphs", graph_text + ")");
+  absl::StrAppend(&text,
+                  reply.memory_per_node()
+                      ? "\nmemory per node in GiB, KV at "
+                      : "\nmemory per node and chiplet in GiB, KV at ",
+                  reply.kvcache_num_blocks(), " blocks:\n");
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::BucketPlan& b : reply.buckets()) {
+    rows.push_back({absl::StrCat(b.node()), absl::StrCat(b.chiplet()),
+                    GiB(b.available_bytes()), GiB(b.other_bytes()),
+                    GiB(b.kv_bytes()), GiB(b.kv_bytes_per_block()),
+                    SignedGiB(b.headroom_bytes())});
+  }
+  text += RenderTable({{"NODE", true},
+                       {"CHIPLET", true},
+                       {"AVAILABLE", true},
+                       {"OTHER", true},
+                       {"KV", true},
+                       {"PER BLOCK", true},
+                       {"HEADROOM", true}},
+                      rows);
+  return text;
+}
+
+std::string FormatList(const v1::ListArtifactsResponse& reply) {
+  std::string text = FormatRoots(reply.store(), reply.roots());
+  std::string skipped;
+  if (reply.skipped_size() > 0) {
+    skipped = absl::StrCat("skipped ", reply.skipped_size(), ":\n");
+    for (const v1::SkippedEntry& entry : reply.skipped()) {
+      absl::StrAppend(&skipped, "  ", entry.artifact(), ": ", entry.reason(),
+                      "\n");
+    }
+  }
+  if (reply.not_readable() > 0) {
+    absl::StrAppend(&skipped, "left out ", reply.not_readable(),
+                    " artifact(s) you cannot read yourself (ask their owner, "
+                    "or for operator rights: rbln-artifactd --operators)\n");
+  }
+  if (reply.artifacts_size() == 0) return text + "(no artifacts)\n" + skipped;
+  bool any_error = std::any_of(
+      reply.artifacts().begin(), reply.artifacts().end(),
+      [](const v1::ArtifactSummary& a) { return !a.error().empty(); });
+  std::vector<Column> columns = {
+      {"ARTIFACT"}, {"BLOCKS", true}, {"NPU"}, {"NODES", true}, {"CLASS"}};
+  if (any_error) columns.push_back({"ERROR"});
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::ArtifactSummary& a : reply.artifacts()) {
+    if (!a.error().empty()) {
+      rows.push_back({a.artifact(), "-", "-", "-", "-", a.error()});
+      continue;
+    }
+    rows.push_back({a.artifact(), absl::StrCat(a.kvcache_num_blocks()), a.npu(),
+                    absl::StrCat(a.num_nodes()), a.cls_name()});
+  }
+  return text + RenderTable(columns, rows) + skipped;
+}
+
+std::string FormatDeviceInfo(const v1::GetDeviceInfoResponse& reply) {
+  std::string text = absl::StrCat("source: ", reply.source(), "\n");
+  if (reply.devices_size() == 0) return text + "(no devices)\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const v1::Device& d : reply.devices()) {
+    rows.push_back(
+        {d.index() < 0 ? "-" : absl::StrCat(d.index()), d.name(), d.family(),
+         d.device_node().empty() ? "-" : d.device_node(), GiB(d.total_bytes()),
+         GiB(d.used_bytes()), GiB(d.available_bytes()),
+         // 0: a probed device the spec table does not know.
+         d.chiplets() == 0 ? "-" : absl::StrCat(d.chiplets()), d.source()});
+  }
+  return text + RenderTable({{"INDEX", true},
+                             {"NAME"},
+                             {"FAMILY"},
+                             {"DEVICE"},
+                             {"TOTAL GiB", true},
+                             {"USED GiB", true},
+                             {"AVAILABLE GiB", true},
+                             {"CHIPLETS", true},
+                             {"SOURCE"}},
+                            rows);
+}
+
+std::string FormatServerInfo(const v1::GetServerInfoResponse& reply) {
+  return absl::StrCat(
+      "rbln-artifactd ", reply.version(), " (commit ", reply.commit(), ") on ",
+      reply.hostname().empty() ? "an unnamed host" : reply.hostname(), "\n",
+      FormatRoots(reply.store(), reply.roots()),
+      "listeners: ", absl::StrJoin(reply.listeners(), ", "), "\n",
+      "codec: ", reply.codec(), "\n", "you are: ", reply.caller(), " (",
+      reply.role(), ")\n");
+}
+
+std::string FormatWarnings(
+    const google::protobuf::RepeatedPtrField<std::string>& warnings) {
+  std::string text;
+  for (const std::string& w : warnings)
+    absl::StrAppend(&text, "warning: ", w, "\n");
+  return text;
+}
+
+std::string FormatWaitingForLock(const CliOptions& options) {
+  std::string names = options.model_id;
+  if (!options.output_dir.empty()) {
+    absl::StrAppend(&names, " or ", options.output_dir);
+  }
+  return absl::StrCat("waiting for another write to ", names,
+                      " to finish\u2026\n");
+}
+
+std::string FormatProgressBar(uint64_t bytes_done, uint64_t bytes_total) {
+  constexpr int kWidth = 30;
+  double fraction =
+      bytes_total == 0
+          ? 0.0
+          : std::min(1.0, static_cast<double>(bytes_done) / bytes_total);
+  int filled = static_cast<int>(fraction * kWidth);
+  return absl::StrFormat(
+      "\r[%s%s] %3d%%  %s / %s GiB", std::string(filled, '#'),
+      std::string(kWidth - filled, '.'), static_cast<int>(fraction * 100),
+      GiB(bytes_done), GiB(bytes_total));
+}
+
+}  // namespace rbln::client
