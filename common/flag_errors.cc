@@ -225,6 +225,104 @@ absl::string_view LeadingName(absl::string_view what) {
   return colon == absl::string_view::npos ? "" : what.substr(0, colon);
 }
 
+bool Is(int code, CLI::ExitCodes expected) {
+  return code == static_cast<int>(expected);
+}
+
+// A --config file that cannot be read or holds an entry CLI11 cannot place
+// (`code`: the error's exit code, `what`: its message), or nullopt for an
+// error of another kind.
+std::optional<FlagError> DescribeConfigFileError(const CLI::App& app, int code,
+                                                 const std::string& what,
+                                                 const std::string& config) {
+  if (Is(code, CLI::ExitCodes::FileError)) {
+    return FlagError{true, absl::StrCat("cannot read --config ",
+                                        config.empty() ? what : config,
+                                        ": no such file, or not readable")};
+  }
+  if (!Is(code, CLI::ExitCodes::ConfigError)) return std::nullopt;
+  absl::string_view item = what;
+  if (absl::ConsumePrefix(&item, "INI was not able to parse ")) {
+    std::string line_key;
+    const std::string problem = UnknownConfigEntry(app, item, &line_key);
+    return FlagError{true, FormatConfigError(config, line_key, problem)};
+  }
+  const absl::string_view name = LeadingName(what);
+  return FlagError{
+      true, FormatConfigError(config, name,
+                              absl::StrCat(name, " cannot be set in a file"))};
+}
+
+// CLI::Range's "--x: Value V not in range A to B" (A and B printed as
+// "0.010000") in our words, or "" when `what` is not that.
+std::string DescribeOutOfRange(const CLI::App& app, absl::string_view what,
+                               absl::string_view name) {
+  absl::string_view rest = what;
+  absl::ConsumePrefix(&rest, name);
+  absl::ConsumePrefix(&rest, ": Value ");
+  const size_t range = rest.find(" not in range ");
+  const absl::string_view value = rest.substr(0, range);
+  std::vector<std::string> bounds = absl::StrSplit(
+      rest.substr(range + std::strlen(" not in range ")), " to ");
+  for (std::string& bound : bounds) {
+    double number = 0;
+    if (absl::SimpleAtod(bound, &number)) bound = absl::StrCat(number);
+  }
+  if (bounds.size() != 2) return "";
+  return absl::StrCat(name, " needs ", ValueKind(FindOption(app, name)),
+                      " from ", bounds[0], " to ", bounds[1], ", got ",
+                      Quote(value));
+}
+
+// CLI11's message `what` for an error of exit code `code` in our words
+// (itself when there are none); `name` starts as the option the message
+// starts with and ends as the one it is about.
+std::string Reword(const CLI::App& app, int code, const std::string& what,
+                   absl::string_view* name) {
+  std::string message = what;
+  if (Is(code, CLI::ExitCodes::ConversionError)) {
+    absl::string_view rest = what;
+    if (absl::ConsumePrefix(&rest, "Could not convert: ")) {
+      const size_t equals = rest.find(" = ");
+      *name = rest.substr(0, equals);
+      const absl::string_view value =
+          equals == absl::string_view::npos ? "" : rest.substr(equals + 3);
+      message =
+          absl::StrCat(*name, " needs ", ValueKind(FindOption(app, *name)),
+                       ", got ", Quote(value));
+    }
+  } else if (Is(code, CLI::ExitCodes::ArgumentMismatch)) {
+    const CLI::Option* opt = FindOption(app, *name);
+    if (opt != nullptr) {
+      message =
+          absl::StrCat(*name, " needs a value (",
+                       opt->get_type_name().empty() ? std::string("VALUE")
+                                                    : opt->get_type_name(),
+                       ")");
+    }
+  } else if (Is(code, CLI::ExitCodes::ValidationError) &&
+             absl::StrContains(what, " not in range ")) {
+    const std::string reworded = DescribeOutOfRange(app, what, *name);
+    if (!reworded.empty()) message = reworded;
+  } else if (Is(code, CLI::ExitCodes::ExcludesError)) {
+    const size_t excludes = what.find(" excludes ");
+    if (excludes != std::string::npos) {
+      message = absl::StrCat(what.substr(0, excludes), " does not go with ",
+                             what.substr(excludes + 10), "; give only one");
+    }
+  } else if (Is(code, CLI::ExitCodes::RequiredError)) {
+    const size_t is_required = what.find(" is required");
+    if (is_required != std::string::npos) {
+      const CLI::Option* opt = FindOption(app, what.substr(0, is_required));
+      if (opt != nullptr && !opt->get_type_name().empty()) {
+        message = absl::StrCat(opt->get_name(), " ", opt->get_type_name(),
+                               " is required");
+      }
+    }
+  }
+  return message;
+}
+
 }  // namespace
 
 size_t EditDistance(absl::string_view a, absl::string_view b) {
@@ -286,30 +384,10 @@ FlagError DescribeParseError(const CLI::App& app, const CLI::ParseError& error,
                              const std::vector<std::string>& args) {
   const std::string what = error.what();
   const std::string config = ConfigFile(app);
-  const auto from_config = [&config](absl::string_view key,
-                                     absl::string_view problem) {
-    return FlagError{true, FormatConfigError(config, key, problem)};
-  };
   const int code = error.get_exit_code();
-  const auto is = [code](CLI::ExitCodes expected) {
-    return code == static_cast<int>(expected);
-  };
-
-  if (is(CLI::ExitCodes::FileError)) {
-    return FlagError{true, absl::StrCat("cannot read --config ",
-                                        config.empty() ? what : config,
-                                        ": no such file, or not readable")};
-  }
-  if (is(CLI::ExitCodes::ConfigError)) {
-    absl::string_view item = what;
-    if (absl::ConsumePrefix(&item, "INI was not able to parse ")) {
-      std::string line_key;
-      const std::string problem = UnknownConfigEntry(app, item, &line_key);
-      return from_config(line_key, problem);
-    }
-    const absl::string_view name = LeadingName(what);
-    return from_config(name, absl::StrCat(name, " cannot be set in a file"));
-  }
+  std::optional<FlagError> in_file =
+      DescribeConfigFileError(app, code, what, config);
+  if (in_file.has_value()) return *std::move(in_file);
 
   const std::string forgotten = ValueTakenByAFlag(app, args);
   if (!forgotten.empty()) return FlagError{false, forgotten};
@@ -318,72 +396,17 @@ FlagError DescribeParseError(const CLI::App& app, const CLI::ParseError& error,
   const std::vector<std::string> extras = InGivenOrder(app.remaining(), args);
   if (!extras.empty()) return FlagError{false, DescribeExtras(app, extras)};
 
-  std::string message = what;
-  absl::string_view name = LeadingName(what);
   const auto [repeated, count] = RepeatedOption(app, args);
-  if (repeated != nullptr && (is(CLI::ExitCodes::ArgumentMismatch) ||
-                              is(CLI::ExitCodes::ConversionError))) {
+  if (repeated != nullptr && (Is(code, CLI::ExitCodes::ArgumentMismatch) ||
+                              Is(code, CLI::ExitCodes::ConversionError))) {
     return FlagError{false, absl::StrCat(repeated->get_name(), " given ",
                                          Times(count), "; give it once")};
   }
-  if (is(CLI::ExitCodes::ConversionError)) {
-    absl::string_view rest = what;
-    if (absl::ConsumePrefix(&rest, "Could not convert: ")) {
-      const size_t equals = rest.find(" = ");
-      name = rest.substr(0, equals);
-      const absl::string_view value =
-          equals == absl::string_view::npos ? "" : rest.substr(equals + 3);
-      message = absl::StrCat(name, " needs ", ValueKind(FindOption(app, name)),
-                             ", got ", Quote(value));
-    }
-  } else if (is(CLI::ExitCodes::ArgumentMismatch)) {
-    const CLI::Option* opt = FindOption(app, name);
-    if (opt != nullptr) {
-      message =
-          absl::StrCat(name, " needs a value (",
-                       opt->get_type_name().empty() ? std::string("VALUE")
-                                                    : opt->get_type_name(),
-                       ")");
-    }
-  } else if (is(CLI::ExitCodes::ValidationError) &&
-             absl::StrContains(what, " not in range ")) {
-    // CLI::Range: "--x: Value V not in range A to B", with A and B printed
-    // as "0.010000".
-    absl::string_view rest = what;
-    absl::ConsumePrefix(&rest, name);
-    absl::ConsumePrefix(&rest, ": Value ");
-    const size_t range = rest.find(" not in range ");
-    const absl::string_view value = rest.substr(0, range);
-    std::vector<std::string> bounds = absl::StrSplit(
-        rest.substr(range + std::strlen(" not in range ")), " to ");
-    for (std::string& bound : bounds) {
-      double number = 0;
-      if (absl::SimpleAtod(bound, &number)) bound = absl::StrCat(number);
-    }
-    if (bounds.size() == 2) {
-      message = absl::StrCat(name, " needs ", ValueKind(FindOption(app, name)),
-                             " from ", bounds[0], " to ", bounds[1], ", got ",
-                             Quote(value));
-    }
-  } else if (is(CLI::ExitCodes::ExcludesError)) {
-    const size_t excludes = what.find(" excludes ");
-    if (excludes != std::string::npos) {
-      message = absl::StrCat(what.substr(0, excludes), " does not go with ",
-                             what.substr(excludes + 10), "; give only one");
-    }
-  } else if (is(CLI::ExitCodes::RequiredError)) {
-    const size_t is_required = what.find(" is required");
-    if (is_required != std::string::npos) {
-      const CLI::Option* opt = FindOption(app, what.substr(0, is_required));
-      if (opt != nullptr && !opt->get_type_name().empty()) {
-        message = absl::StrCat(opt->get_name(), " ", opt->get_type_name(),
-                               " is required");
-      }
-    }
-  }
+  absl::string_view name = LeadingName(what);
+  const std::string message = Reword(app, code, what, &name);
   if (!config.empty() && absl::StartsWith(name, "--") &&
       !GivenOnCommandLine(args, name)) {
-    return from_config(BareName(name), message);
+    return FlagError{true, FormatConfigError(config, BareName(name), message)};
   }
   return FlagError{false, message};
 }
