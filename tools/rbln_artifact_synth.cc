@@ -3,13 +3,17 @@
 //
 //   rbln-artifact-synth --preset llama3-8b-ca12-tp4 --out ./store/llama
 //   rbln-artifact-synth --preset tiny --layers 4 --payload-bytes 1GiB --out x
+#include <cstdint>
 #include <cstdio>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/flag_errors.h"
@@ -32,6 +36,127 @@ int Fail(int code, absl::string_view message) {
   return code;
 }
 
+// The command line as parsed: a preset, where to write, and the overrides
+// of the preset's dimensions (each applied only when its flag was given).
+struct SynthFlags {
+  std::string preset = "tiny";
+  std::string out;
+  rbln::SynthSpec overrides;  // the values of the dimension flags
+  std::string payload;        // --payload-bytes as given
+  std::string weights;        // --weight-bytes as given
+  std::vector<uint64_t> decoder_batches;
+  std::vector<uint32_t> sliding_layers;
+  CLI::Option* layers = nullptr;
+  CLI::Option* kv_heads = nullptr;
+  CLI::Option* head_dim = nullptr;
+  CLI::Option* dtype = nullptr;
+  CLI::Option* max_seq_len = nullptr;
+  CLI::Option* block_size = nullptr;
+  CLI::Option* batch = nullptr;
+  CLI::Option* attn = nullptr;
+  CLI::Option* npu = nullptr;
+  CLI::Option* devices = nullptr;
+  CLI::Option* decoders = nullptr;
+  CLI::Option* sliding = nullptr;
+  CLI::Option* window = nullptr;
+  CLI::Option* weights_opt = nullptr;
+  CLI::Option* payload_opt = nullptr;
+  CLI::Option* blocks = nullptr;
+};
+
+// The program's description, footer and version flag.
+void DescribeProgram(CLI::App& app) {
+  app.footer(
+      "Exit codes:\n"
+      "  0  the artifact was written\n"
+      "  1  it could not be written (the message says why)\n"
+      "  2  usage error; nothing was written");
+  app.set_version_flag("--version", rbln::VersionLine(kProgramName),
+                       "Print the version and the git commit, and exit");
+}
+
+// Every flag of `app`, into `f`, in the order --help lists them.
+void DefineFlags(CLI::App& app, SynthFlags& f) {
+  rbln::SynthSpec& o = f.overrides;
+  app.add_option("--preset", f.preset,
+                 "Preset: " + absl::StrJoin(rbln::PresetNames(), ", "))
+      ->capture_default_str();
+  app.add_option("--out", f.out,
+                 "Directory to create (must not exist; missing parent "
+                 "directories are created)")
+      ->type_name("DIR")
+      ->required();
+
+  // Overrides, applied on top of the preset when given.
+  f.layers = app.add_option("--layers", o.num_layers, "Decoder layers");
+  f.kv_heads = app.add_option("--kv-heads", o.num_kv_heads, "KV heads");
+  f.head_dim = app.add_option("--head-dim", o.head_dim, "Head dimension");
+  f.dtype = app.add_option("--dtype", o.dtype, "float16, bfloat16 or float32");
+  f.max_seq_len =
+      app.add_option("--max-seq-len", o.max_seq_len, "max_seq_len (L)");
+  f.block_size = app.add_option("--block-size", o.block_size,
+                                "kvcache_block_size / partition len (S)");
+  f.batch = app.add_option("--batch-size", o.batch_size, "batch_size (B)");
+  f.attn = app.add_option("--attn-impl", o.attn_impl, "eager or flash_attn");
+  f.npu = app.add_option("--npu", o.npu, "Target NPU, e.g. RBLN-CA12");
+  f.devices = app.add_option("--num-devices", o.num_devices,
+                             "Devices (tensor parallel size)");
+  f.decoders = app.add_option("--decoder-batch-sizes", f.decoder_batches,
+                              "Batch sizes of the decoder graphs")
+                   ->delimiter(',');
+  f.sliding = app.add_option("--sliding-window-layers", f.sliding_layers,
+                             "Layers with fixed sliding-window KV tensors")
+                  ->delimiter(',');
+  f.window = app.add_option("--sliding-window", o.sliding_window,
+                            "Sliding window length in tokens");
+  f.weights_opt = app.add_option("--weight-bytes", f.weights,
+                                 "Device memory for weights over all devices");
+  f.payload_opt = app.add_option(
+      "--payload-bytes", f.payload,
+      "Payload bytes written over all .rbln files (real bytes, not holes)");
+  f.blocks = app.add_option(
+      "--kvcache-num-blocks", o.kvcache_num_blocks,
+      "Compiled block count (default: what fits 100% of the device)");
+}
+
+// The preset with the overrides given applied; INVALID_ARGUMENT names the
+// flag at fault.
+absl::StatusOr<rbln::SynthSpec> BuildSpec(const SynthFlags& f) {
+  absl::StatusOr<rbln::SynthSpec> base = rbln::PresetSpec(f.preset);
+  if (!base.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--preset: ", base.status().message()));
+  }
+  const rbln::SynthSpec& o = f.overrides;
+  rbln::SynthSpec spec = *base;
+  if (*f.layers) spec.num_layers = o.num_layers;
+  if (*f.kv_heads) spec.num_kv_heads = o.num_kv_heads;
+  if (*f.head_dim) spec.head_dim = o.head_dim;
+  if (*f.dtype) spec.dtype = o.dtype;
+  if (*f.max_seq_len) spec.max_seq_len = o.max_seq_len;
+  if (*f.block_size) spec.block_size = o.block_size;
+  if (*f.batch) spec.batch_size = o.batch_size;
+  if (*f.attn) spec.attn_impl = o.attn_impl;
+  if (*f.npu) spec.npu = o.npu;
+  if (*f.devices) spec.num_devices = o.num_devices;
+  if (*f.decoders) spec.decoder_batch_sizes = f.decoder_batches;
+  if (*f.sliding) spec.sliding_window_layers = f.sliding_layers;
+  if (*f.window) spec.sliding_window = o.sliding_window;
+  if (*f.blocks) spec.kvcache_num_blocks = o.kvcache_num_blocks;
+  for (auto [opt, text, field] :
+       {std::tuple{f.weights_opt, &f.weights, &spec.weight_bytes},
+        std::tuple{f.payload_opt, &f.payload, &spec.payload_bytes}}) {
+    if (!*opt) continue;
+    absl::StatusOr<uint64_t> bytes = rbln::ParseByteCount(*text);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(opt->get_name(), ": ", bytes.status().message()));
+    }
+    *field = *bytes;
+  }
+  return spec;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,100 +166,19 @@ int main(int argc, char** argv) {
       "the model's shapes. Start from a preset; any dimension flag overrides "
       "it.",
       kProgramName};
-  app.footer(
-      "Exit codes:\n"
-      "  0  the artifact was written\n"
-      "  1  it could not be written (the message says why)\n"
-      "  2  usage error; nothing was written");
-  app.set_version_flag("--version", rbln::VersionLine(kProgramName),
-                       "Print the version and the git commit, and exit");
-  std::string preset = "tiny";
-  std::string out;
-  app.add_option("--preset", preset,
-                 "Preset: " + absl::StrJoin(rbln::PresetNames(), ", "))
-      ->capture_default_str();
-  app.add_option("--out", out,
-                 "Directory to create (must not exist; missing parent "
-                 "directories are created)")
-      ->type_name("DIR")
-      ->required();
-
-  // Overrides, applied on top of the preset when given.
-  rbln::SynthSpec o;
-  std::string payload, weights;
-  std::vector<uint64_t> decoder_batches;
-  std::vector<uint32_t> sliding_layers;
-  auto* layers = app.add_option("--layers", o.num_layers, "Decoder layers");
-  auto* kv_heads = app.add_option("--kv-heads", o.num_kv_heads, "KV heads");
-  auto* head_dim = app.add_option("--head-dim", o.head_dim, "Head dimension");
-  auto* dtype =
-      app.add_option("--dtype", o.dtype, "float16, bfloat16 or float32");
-  auto* max_seq_len =
-      app.add_option("--max-seq-len", o.max_seq_len, "max_seq_len (L)");
-  auto* block_size = app.add_option("--block-size", o.block_size,
-                                    "kvcache_block_size / partition len (S)");
-  auto* batch = app.add_option("--batch-size", o.batch_size, "batch_size (B)");
-  auto* attn =
-      app.add_option("--attn-impl", o.attn_impl, "eager or flash_attn");
-  auto* npu = app.add_option("--npu", o.npu, "Target NPU, e.g. RBLN-CA12");
-  auto* devices = app.add_option("--num-devices", o.num_devices,
-                                 "Devices (tensor parallel size)");
-  auto* decoders = app.add_option("--decoder-batch-sizes", decoder_batches,
-                                  "Batch sizes of the decoder graphs")
-                       ->delimiter(',');
-  auto* sliding = app.add_option("--sliding-window-layers", sliding_layers,
-                                 "Layers with fixed sliding-window KV tensors")
-                      ->delimiter(',');
-  auto* window = app.add_option("--sliding-window", o.sliding_window,
-                                "Sliding window length in tokens");
-  auto* weights_opt = app.add_option(
-      "--weight-bytes", weights, "Device memory for weights over all devices");
-  auto* payload_opt = app.add_option(
-      "--payload-bytes", payload,
-      "Payload bytes written over all .rbln files (real bytes, not holes)");
-  auto* blocks = app.add_option(
-      "--kvcache-num-blocks", o.kvcache_num_blocks,
-      "Compiled block count (default: what fits 100% of the device)");
+  DescribeProgram(app);
+  SynthFlags flags;
+  DefineFlags(app, flags);
   const std::vector<std::string> args(argv + 1, argv + argc);
   std::optional<int> exit_code = rbln::ParseFlags(
       app, args, kProgramName, {.usage = kExitUsage, .config = kExitUsage},
       std::cout, std::cerr);
   if (exit_code.has_value()) return *exit_code;
 
-  absl::StatusOr<rbln::SynthSpec> base = rbln::PresetSpec(preset);
-  if (!base.ok()) {
-    return Fail(kExitUsage,
-                absl::StrCat("--preset: ", base.status().message()));
-  }
-  rbln::SynthSpec spec = *base;
-  if (*layers) spec.num_layers = o.num_layers;
-  if (*kv_heads) spec.num_kv_heads = o.num_kv_heads;
-  if (*head_dim) spec.head_dim = o.head_dim;
-  if (*dtype) spec.dtype = o.dtype;
-  if (*max_seq_len) spec.max_seq_len = o.max_seq_len;
-  if (*block_size) spec.block_size = o.block_size;
-  if (*batch) spec.batch_size = o.batch_size;
-  if (*attn) spec.attn_impl = o.attn_impl;
-  if (*npu) spec.npu = o.npu;
-  if (*devices) spec.num_devices = o.num_devices;
-  if (*decoders) spec.decoder_batch_sizes = decoder_batches;
-  if (*sliding) spec.sliding_window_layers = sliding_layers;
-  if (*window) spec.sliding_window = o.sliding_window;
-  if (*blocks) spec.kvcache_num_blocks = o.kvcache_num_blocks;
-  for (auto [opt, text, field] :
-       {std::tuple{weights_opt, &weights, &spec.weight_bytes},
-        std::tuple{payload_opt, &payload, &spec.payload_bytes}}) {
-    if (!*opt) continue;
-    absl::StatusOr<uint64_t> bytes = rbln::ParseByteCount(*text);
-    if (!bytes.ok()) {
-      return Fail(kExitUsage, absl::StrCat(opt->get_name(), ": ",
-                                           bytes.status().message()));
-    }
-    *field = *bytes;
-  }
-
+  absl::StatusOr<rbln::SynthSpec> spec = BuildSpec(flags);
+  if (!spec.ok()) return Fail(kExitUsage, spec.status().message());
   absl::StatusOr<rbln::SynthResult> result =
-      rbln::WriteSyntheticArtifact(rbln::Env::Default(), spec, out);
+      rbln::WriteSyntheticArtifact(rbln::Env::Default(), *spec, flags.out);
   if (!result.ok()) {
     // Impossible dimensions are the command line's fault.
     return Fail(
@@ -142,7 +186,7 @@ int main(int argc, char** argv) {
         result.status().message());
   }
   printf("wrote %s: kvcache_num_blocks %llu of %llu full, files: %s\n",
-         out.c_str(),
+         flags.out.c_str(),
          static_cast<unsigned long long>(result->kvcache_num_blocks),
          static_cast<unsigned long long>(result->num_full_blocks),
          absl::StrJoin(result->files, ", ").c_str());

@@ -313,14 +313,8 @@ void WriteUintArray(JsonWriter& w, const std::vector<uint64_t>& values) {
   w.EndArray();
 }
 
-std::string RblnConfigJson(const SynthSpec& spec, uint64_t num_blocks) {
-  rapidjson::StringBuffer buf;
-  JsonWriter w(buf);
-  w.SetIndent(' ', 2);
-  w.StartObject();
-  w.Key("cls_name");
-  w.String(spec.cls_name.c_str());
-  w.Key("_compile_cfgs");
+// rbln_config.json's "_compile_cfgs": one entry per graph.
+void WriteCompileCfgs(JsonWriter& w, const SynthSpec& spec) {
   w.StartArray();
   for (const Graph& graph : Graphs(spec)) {
     w.StartObject();
@@ -345,6 +339,49 @@ std::string RblnConfigJson(const SynthSpec& spec, uint64_t num_blocks) {
     w.EndObject();
   }
   w.EndArray();
+}
+
+// rbln_config.json's "kvcache_metas": a key and a value tensor per layer.
+void WriteKvcacheMetas(JsonWriter& w, const SynthSpec& spec) {
+  w.StartArray();
+  for (uint32_t layer = 0; layer < spec.num_layers; ++layer) {
+    const bool sliding = IsSliding(spec, layer);
+    for (bool key : {true, false}) {
+      w.StartObject();
+      w.Key("name");
+      w.String(TensorName(layer, key).c_str());
+      w.Key("layer_index");
+      w.Uint(layer);
+      w.Key("shape");
+      // Per block for full attention, per batch for sliding windows: the
+      // block count itself is kvcache_num_blocks.
+      if (sliding) {
+        WriteUintArray(w, {spec.batch_size, spec.num_kv_heads,
+                           spec.sliding_window, spec.head_dim});
+      } else {
+        WriteUintArray(w, {spec.num_kv_heads, spec.block_size, spec.head_dim});
+      }
+      w.Key("layer_type");
+      w.String(sliding ? "sliding_attention" : "full_attention");
+      w.Key("is_auto");
+      w.Bool(!sliding);
+      w.Key("dtype");
+      w.String(spec.dtype.c_str());
+      w.EndObject();
+    }
+  }
+  w.EndArray();
+}
+
+std::string RblnConfigJson(const SynthSpec& spec, uint64_t num_blocks) {
+  rapidjson::StringBuffer buf;
+  JsonWriter w(buf);
+  w.SetIndent(' ', 2);
+  w.StartObject();
+  w.Key("cls_name");
+  w.String(spec.cls_name.c_str());
+  w.Key("_compile_cfgs");
+  WriteCompileCfgs(w, spec);
   w.Key("_allow_no_compile_cfgs");
   w.Bool(false);
   w.Key("npu");
@@ -389,34 +426,7 @@ std::string RblnConfigJson(const SynthSpec& spec, uint64_t num_blocks) {
     w.Uint64(spec.sliding_window);
   }
   w.Key("kvcache_metas");
-  w.StartArray();
-  for (uint32_t layer = 0; layer < spec.num_layers; ++layer) {
-    const bool sliding = IsSliding(spec, layer);
-    for (bool key : {true, false}) {
-      w.StartObject();
-      w.Key("name");
-      w.String(TensorName(layer, key).c_str());
-      w.Key("layer_index");
-      w.Uint(layer);
-      w.Key("shape");
-      // Per block for full attention, per batch for sliding windows: the
-      // block count itself is kvcache_num_blocks.
-      if (sliding) {
-        WriteUintArray(w, {spec.batch_size, spec.num_kv_heads,
-                           spec.sliding_window, spec.head_dim});
-      } else {
-        WriteUintArray(w, {spec.num_kv_heads, spec.block_size, spec.head_dim});
-      }
-      w.Key("layer_type");
-      w.String(sliding ? "sliding_attention" : "full_attention");
-      w.Key("is_auto");
-      w.Bool(!sliding);
-      w.Key("dtype");
-      w.String(spec.dtype.c_str());
-      w.EndObject();
-    }
-  }
-  w.EndArray();
+  WriteKvcacheMetas(w, spec);
   w.EndObject();
   return buf.GetString();
 }
