@@ -1,21 +1,9 @@
-// Synthetic compiled artifacts (docs/rbln-container.md): rbln_config.json in
-// optimum-rbln's schema, one container per graph (prefill, decoder_batch_<b>),
-// and the usual companions (config.json, generation_config.json, tokenizer
-// files), with memory numbers that follow from the model's shapes:
-//
-//   KV tensor (one per layer and K/V), per block, per node:
-//       kv_heads / num_devices * block_size * head_dim * dtype_bytes
-//   placed on chiplet (layer % chiplets) of every node;
-//   sliding-window layers: fixed tensors of
-//       kv_heads / num_devices * sliding_window * head_dim * dtype_bytes
-//       * batch_size
-//   weights: weight_bytes / num_devices per node, split evenly over chiplets,
-//   in the prefill container (the graphs share them);
-//   workspace: prefill 64 MiB + 1 MiB per layer per node, decoder_batch_<b>
-//   16 MiB * b per node, split evenly over chiplets.
-//
-// The compiled count is what a fit at 100% of the target NPU's available DRAM
-// gives, as at compile time, unless given explicitly.
+// Synthetic compiled artifacts for tests, demos and benchmarks:
+// rbln_config.json in optimum-rbln's schema, one container per graph
+// (prefill, decoder_batch_<b>; docs/rbln-container.md) and the usual
+// companions (config.json, generation_config.json, tokenizer files), with
+// memory numbers that follow from the model's shapes as docs/memory-model.md
+// ("Synthetic artifacts") gives them, so that tests can check them by hand.
 //
 // Thread-safe: no shared state.
 #ifndef RBLN_TOOLS_SYNTH_H_
