@@ -1,18 +1,13 @@
 // An external codec (docs/codec-protocol.md): a bounded pool of long-lived
-// worker processes, started from --codec-command, that answer inspect and
-// rescale for file formats the daemon cannot read itself (rebel-compiler's,
-// through codecs/rebel/rbln_codec_rebel.py).
+// worker processes, started from --codec-command
+// (core/format/codec_launcher.h), that answer inspect and rescale for file
+// formats the daemon cannot read itself (rebel-compiler's, through
+// codecs/rebel/rbln_codec_rebel.py).
 //
-// Each worker is run directly (no shell) with the daemon's environment; its
-// fd 0 and fd 1 are one end of a Unix socket pair, its fd 2 a pipe whose
-// lines are logged as "codec[PID]: LINE". When the daemon is root, the worker
-// runs as the codec user (setgroups(0), setgid, setuid to that user's uid and
-// primary group, PR_SET_NO_NEW_PRIVS), so it can read only the files it is
-// handed as descriptors and write only the scratch directory it is handed.
-// It dies with the daemon (PR_SET_PDEATHSIG) and is killed with its process
-// group when it hangs, crashes or answers something that is not protocol;
-// the request it was serving fails with a clear error, and the next request
-// gets a fresh worker (after a backoff when workers keep failing).
+// A worker that hangs, crashes or answers something that is not protocol is
+// killed with its process group; the request it was serving fails with a
+// clear error, and the next request gets a fresh worker (after a backoff
+// while workers keep failing).
 //
 // A rescale writes into a scratch directory `.codec-<name>` next to the
 // output, owned by the codec's uid (mode 0700); after the worker answers ok,
@@ -31,7 +26,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,11 +36,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/format/codec.h"
+#include "core/format/codec_launcher.h"
+#include "core/format/codec_wire.h"
+#include "core/format/codec_worker.h"
 
 namespace rbln {
 
-// The protocol version this daemon speaks.
-inline constexpr int kCodecProtocolVersion = 1;
 // Bounds of --codec-workers.
 inline constexpr int kMaxCodecWorkers = 16;
 
@@ -66,24 +61,6 @@ struct ExternalCodecOptions {
   // any thread. May be empty.
   std::function<void(absl::string_view line)> log;
 };
-
-// What a worker said of itself in its hello.
-struct CodecHello {
-  std::string codec;          // "rebel"
-  std::string codec_version;  // "0.9.2", or "unknown"
-  std::string api;            // "per_chiplet" or "per_node"
-  bool can_rescale = false;
-  // An extra field some codecs send (the test codec): the uid it runs as.
-  std::optional<int64_t> uid;
-};
-
-// Splits `command` into words as /bin/sh would (GLib's g_shell_parse_argv):
-// blanks separate words; single quotes, double quotes and backslashes quote;
-// '#' starts a comment. Nothing is expanded: $VAR, `cmd`, globs and ~ stay
-// as they are written. INVALID_ARGUMENT for an empty command or an
-// unterminated quote, saying what was wrong.
-absl::StatusOr<std::vector<std::string>> SplitCommandLine(
-    absl::string_view command);
 
 class ExternalCodec : public ContainerCodec {
  public:
@@ -130,40 +107,53 @@ class ExternalCodec : public ContainerCodec {
   int64_t workers_started() const;
 
  private:
-  class Launcher;
-  class Worker;
   struct Call;
 
   ExternalCodec(const ExternalCodecOptions& options,
-                std::vector<std::string> argv, std::string name, uid_t uid,
-                gid_t gid, bool drop_privileges);
+                std::vector<std::string> argv, std::string name,
+                CodecUser user);
 
   // A worker for one call: an idle one, else a new one (started and
   // greeted) when fewer than options_.workers live, else waits.
-  absl::StatusOr<std::unique_ptr<Worker>> Acquire();
+  absl::StatusOr<std::unique_ptr<CodecWorker>> Acquire();
   bool CanAcquire() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives a worker back: kept when `healthy`, else killed and reaped.
-  void Release(std::unique_ptr<Worker> worker, bool healthy);
+  void Release(std::unique_ptr<CodecWorker> worker, bool healthy);
   // A worker that answered: back to the pool, or stopped when `retire`.
-  void Done(std::unique_ptr<Worker> worker, bool retire);
+  void Done(std::unique_ptr<CodecWorker> worker, bool retire);
   // Starts a worker process and checks its hello.
-  absl::StatusOr<std::unique_ptr<Worker>> StartWorker(CodecHello* hello);
-  // One request and its reply on a worker of the pool, with the errors
+  absl::StatusOr<std::unique_ptr<CodecWorker>> StartWorker(CodecHello* hello);
+  // Sends hello to a new worker and reads its answer into `hello` (may be
+  // null). Kills the worker when it fails.
+  absl::Status Greet(CodecWorker& worker, CodecHello* hello);
+  // One request and its ok reply on a worker of the pool, with the errors
   // mapped as Inspect documents.
-  absl::StatusOr<std::string> Exchange(Call& call);
+  absl::StatusOr<CodecReply> Exchange(const Call& call);
+  // The error of an exchange whose send or read ended with `io` (not kOk);
+  // before the worker is released.
+  absl::Status TransportError(CodecWorker& worker, CodecWorker::Io io,
+                              const Call& call, absl::Status cancel_status);
+  // The status of a request the codec answered with `failure`.
+  absl::Status FailureStatus(const CodecFailure& failure,
+                             absl::string_view path) const;
+  // Rescale's work in its scratch directory: the exchange, the check of what
+  // the codec wrote, the move to the output path (`*moved` once done).
+  absl::Status RescaleInScratch(const RescaleRequest& request,
+                                const RandomAccessFile& source,
+                                const std::string& scratch,
+                                const std::string& out_name, bool* moved);
   void Log(absl::string_view line) const;
 
   const ExternalCodecOptions options_;
-  const std::vector<std::string> argv_;  // argv_[0] resolved on PATH
   const std::string name_;
   const uid_t uid_;
   const gid_t gid_;
-  const bool drop_privileges_;
   CodecHello hello_;
-  std::unique_ptr<Launcher> launcher_;
+  // Started with argv[0] resolved on PATH.
+  std::unique_ptr<CodecLauncher> launcher_;
 
   mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<Worker>> idle_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<CodecWorker>> idle_ ABSL_GUARDED_BY(mu_);
   // Workers idle, in use or starting.
   int live_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t started_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,0 +1,298 @@
+#include "core/format/codec_launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/close_range.h>
+#include <pwd.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "core/os/env.h"
+#include "core/os/subprocess.h"
+#include "core/status_macros.h"
+#include "core/text.h"
+
+extern char** environ;
+
+namespace rbln {
+namespace {
+
+// Moves `fd` to a number of at least 3 (close-on-exec), so that placing the
+// child's descriptors at 0, 1 and 2 cannot overwrite another of them.
+absl::StatusOr<UniqueFd> AboveStdio(int fd) {
+  UniqueFd owned(fd);
+  if (fd >= 3) return owned;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (moved < 0) return ErrnoToStatus("dup", "a codec descriptor", errno);
+  return UniqueFd(moved);
+}
+
+std::string Quoted(absl::string_view command) {
+  return absl::StrCat("'", Echo(command), "'");
+}
+
+// What the child reports through its status pipe when it cannot exec.
+struct ChildFailure {
+  int step;  // index into kChildSteps
+  int err;
+};
+constexpr const char* kChildSteps[] = {"setgroups",
+                                       "setgid",
+                                       "setuid",
+                                       "clear capabilities or set "
+                                       "no_new_privs",
+                                       "set the parent-death "
+                                       "signal",
+                                       "dup2",
+                                       "exec"};
+
+// Whether this process may switch to another user: CAP_SETUID and
+// CAP_SETGID in its effective set.
+bool CanChangeIds() {
+  struct __user_cap_header_struct header {};
+  header.version = _LINUX_CAPABILITY_VERSION_3;
+  header.pid = 0;
+  struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (syscall(SYS_capget, &header, data) != 0) return false;
+  const auto has = [&data](int cap) {
+    return (data[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap)) != 0;
+  };
+  return has(CAP_SETUID) && has(CAP_SETGID);
+}
+
+// Runs in the forked child: only async-signal-safe calls until execve.
+[[noreturn]] void ExecWorker(const char* program, char* const* argv,
+                             int socket_fd, int stderr_fd, int status_fd,
+                             bool drop, uid_t uid, gid_t gid, pid_t parent) {
+  const auto fail = [status_fd](int step) {
+    const ChildFailure failure{step, errno};
+    ssize_t ignored = write(status_fd, &failure, sizeof(failure));
+    (void)ignored;
+    _exit(127);
+  };
+  // The daemon blocks SIGTERM/SIGINT/SIGHUP for its own use and gRPC ignores
+  // SIGPIPE: the worker starts with the ordinary dispositions.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  // A group of its own, so that a kill reaches what it started too.
+  setpgid(0, 0);
+  if (drop) {
+    if (setgroups(0, nullptr) != 0) fail(0);
+    if (setgid(gid) != 0) fail(1);
+    if (setuid(uid) != 0) fail(2);
+  }
+  // Capabilities the daemon was given as ambient ones (the systemd unit's
+  // AmbientCapabilities=) would survive the exec: the codec gets none.
+  // EINVAL: a kernel without ambient capabilities, where none survive.
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 &&
+      errno != EINVAL) {
+    fail(3);
+  }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(3);
+  // After setuid, which clears it. The signal comes when the thread that
+  // forked ends: the codec's launcher thread, which lives as long as the
+  // codec.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail(4);
+  if (getppid() != parent) _exit(127);  // the daemon died before the prctl
+  if (dup2(socket_fd, STDIN_FILENO) < 0 || dup2(socket_fd, STDOUT_FILENO) < 0 ||
+      dup2(stderr_fd, STDERR_FILENO) < 0) {
+    fail(5);
+  }
+  // Every other descriptor closes at exec (the status pipe only then).
+  if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
+    struct rlimit limit {};
+    const int max_fd =
+        getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < (1u << 20)
+            ? static_cast<int>(limit.rlim_cur)
+            : (1 << 20);
+    for (int fd = 3; fd < max_fd; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  execve(program, argv, environ);
+  fail(6);
+  _exit(127);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> SplitCommandLine(
+    absl::string_view command) {
+  if (command.find('\0') != absl::string_view::npos) {
+    return absl::InvalidArgumentError(
+        "the command holds a NUL byte; give it as plain text");
+  }
+  const std::string text(command);
+  gint argc = 0;
+  gchar** argv = nullptr;
+  GError* error = nullptr;
+  if (!g_shell_parse_argv(text.c_str(), &argc, &argv, &error)) {
+    std::string message = error != nullptr ? error->message : "cannot split";
+    // GLib repeats the whole text; the message already shows it.
+    if (const size_t repeat = message.find(" (The text was");
+        repeat != std::string::npos) {
+      message.resize(repeat);
+    }
+    if (error != nullptr) g_error_free(error);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot split ", Quoted(command),
+        " into words as a shell would: ", message,
+        " (quote a word with spaces in '...' or \"...\"; nothing is "
+        "expanded)"));
+  }
+  std::vector<std::string> words(argv, argv + argc);
+  g_strfreev(argv);
+  return words;
+}
+
+absl::StatusOr<CodecUser> ResolveCodecUser(const std::string& user) {
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  std::vector<char> buffer(16 << 10);
+  uint32_t numeric = 0;
+  int lookup_error =
+      getpwnam_r(user.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  if (found == nullptr && absl::SimpleAtoi(user, &numeric)) {
+    lookup_error =
+        getpwuid_r(numeric, &entry, buffer.data(), buffer.size(), &found);
+  }
+  if (found == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--codec-user ", Quoted(user), ": no such user on this host",
+        lookup_error != 0 ? absl::StrCat(" (", strerror(lookup_error), ")")
+                          : "",
+        "; the codec runs as this user when the daemon is root (getent "
+        "passwd lists them)"));
+  }
+  // Root, or a daemon given CAP_SETUID and CAP_SETGID (a systemd drop-in),
+  // can run the codec as --codec-user.
+  const bool root = geteuid() == 0 || CanChangeIds();
+  return CodecUser{.uid = root ? found->pw_uid : geteuid(),
+                   .gid = root ? found->pw_gid : getegid(),
+                   .drop_privileges = root};
+}
+
+CodecLauncher::CodecLauncher(std::vector<std::string> argv, CodecUser user)
+    : argv_(std::move(argv)), user_(user), thread_([this]() { Loop(); }) {}
+
+CodecLauncher::~CodecLauncher() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+void CodecLauncher::Run(const std::function<void()>& task) {
+  absl::Notification done;
+  {
+    absl::MutexLock lock(&mu_);
+    tasks_.push_back([&]() {
+      task();
+      done.Notify();
+    });
+  }
+  done.WaitForNotification();
+}
+
+void CodecLauncher::Loop() {
+  while (true) {
+    std::function<void()> task;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](CodecLauncher* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mu_) {
+            return self->stop_ || !self->tasks_.empty();
+          },
+          this));
+      if (tasks_.empty()) return;
+      task = std::move(tasks_.front());
+      tasks_.pop_front();
+    }
+    task();
+  }
+}
+
+absl::StatusOr<CodecProcess> CodecLauncher::Launch() {
+  absl::StatusOr<CodecProcess> process;
+  Run([&]() { process = Spawn(); });
+  return process;
+}
+
+absl::StatusOr<CodecProcess> CodecLauncher::Spawn() {
+  std::vector<char*> args;
+  for (const std::string& arg : argv_) {
+    args.push_back(const_cast<char*>(arg.c_str()));
+  }
+  args.push_back(nullptr);
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return ErrnoToStatus("socketpair for", "the codec", errno);
+  }
+  UniqueFd ours(pair[0]);
+  RBLN_ASSIGN_OR_RETURN(UniqueFd theirs, AboveStdio(pair[1]));
+  int err_pipe[2];
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    return ErrnoToStatus("pipe for", "the codec", errno);
+  }
+  UniqueFd err_read(err_pipe[0]);
+  RBLN_ASSIGN_OR_RETURN(UniqueFd err_write, AboveStdio(err_pipe[1]));
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) {
+    return ErrnoToStatus("pipe for", "the codec", errno);
+  }
+  UniqueFd status_read(status_pipe[0]);
+  RBLN_ASSIGN_OR_RETURN(UniqueFd status_write, AboveStdio(status_pipe[1]));
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child < 0) return ErrnoToStatus("fork for", "the codec", errno);
+  if (child == 0) {
+    ExecWorker(args[0], args.data(), theirs.get(), err_write.get(),
+               status_write.get(), user_.drop_privileges, user_.uid, user_.gid,
+               parent);
+  }
+  setpgid(child, child);  // as the child does, whichever runs first
+  theirs.Close();
+  err_write.Close();
+  status_write.Close();
+  ChildFailure failure{};
+  ssize_t n;
+  do {
+    n = read(status_read.get(), &failure, sizeof(failure));
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(sizeof(failure))) {
+    if (!WaitForExit(child, kCodecExitGrace).has_value()) KillAndReap(child);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot start ", Echo(argv_[0]), " as uid ", user_.uid, ": ",
+        kChildSteps[failure.step], " failed: ", strerror(failure.err),
+        failure.err == EACCES ? " (that user must be able to reach and "
+                                "run it: check every directory above it)"
+                              : ""));
+  }
+  if (fcntl(ours.get(), F_SETFL, O_NONBLOCK) != 0) {
+    KillAndReap(child);
+    return ErrnoToStatus("configure", "the codec's socket", errno);
+  }
+  return CodecProcess{.pid = child,
+                      .socket = std::move(ours),
+                      .stderr_fd = std::move(err_read)};
+}
+
+}  // namespace rbln
