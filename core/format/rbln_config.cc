@@ -1,7 +1,6 @@
 #include "core/format/rbln_config.h"
 
 #include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
 #include <rapidjson/reader.h>
 
@@ -13,12 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/strings/escaping.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/format/strict_json.h"
 #include "core/status_macros.h"
 #include "core/text.h"
 
@@ -27,48 +24,13 @@ namespace {
 
 using rapidjson::Value;
 
-// NaN and Infinity are accepted because Python's json.dump writes them.
-constexpr unsigned kParseFlags =
-    rapidjson::kParseValidateEncodingFlag | rapidjson::kParseNanAndInfFlag;
-
 constexpr char kNumBlocksKey[] = "kvcache_num_blocks";
-
-// Objects and arrays inside one another. Real configs nest 4 or 5 deep; the
-// bound keeps a hostile file's nesting from costing memory or time, and the
-// parser is iterative so that no depth can reach the stack.
-constexpr size_t kMaxJsonDepth = 64;
 
 // A getter reads one JSON value as a T; `field` names it in messages.
 template <typename T>
 using Getter = absl::StatusOr<T> (*)(const Value& value,
                                      const std::string& field,
                                      absl::string_view path);
-
-std::string Describe(const Value& value) {
-  switch (value.GetType()) {
-    case rapidjson::kNullType:
-      return "null";
-    case rapidjson::kFalseType:
-      return "boolean false";
-    case rapidjson::kTrueType:
-      return "boolean true";
-    case rapidjson::kObjectType:
-      return "an object";
-    case rapidjson::kArrayType:
-      return "an array";
-    case rapidjson::kStringType: {
-      constexpr size_t kMaxShown = 64;
-      absl::string_view s(value.GetString(), value.GetStringLength());
-      return absl::StrCat("string \"", absl::CHexEscape(s.substr(0, kMaxShown)),
-                          s.size() > kMaxShown ? "\"..." : "\"");
-    }
-    case rapidjson::kNumberType:
-      if (value.IsInt64()) return absl::StrCat("number ", value.GetInt64());
-      if (value.IsUint64()) return absl::StrCat("number ", value.GetUint64());
-      return absl::StrCat("number ", value.GetDouble());
-  }
-  return "an unknown value";
-}
 
 absl::Status FieldError(absl::string_view field, absl::string_view path,
                         absl::string_view what) {
@@ -78,9 +40,9 @@ absl::Status FieldError(absl::string_view field, absl::string_view path,
 
 absl::Status TypeError(absl::string_view field, absl::string_view path,
                        absl::string_view expected, const Value& found) {
-  return FieldError(
-      field, path,
-      absl::StrCat("expected ", expected, ", found ", Describe(found)));
+  return FieldError(field, path,
+                    absl::StrCat("expected ", expected, ", found ",
+                                 DescribeJsonValue(found)));
 }
 
 absl::StatusOr<uint64_t> GetPositiveInteger(const Value& value,
@@ -318,119 +280,6 @@ absl::StatusOr<std::optional<Resolved<T>>> ResolveSetting(
   return std::optional<Resolved<T>>();
 }
 
-// "(offset N, line L, column C)" of byte `offset` of `json`.
-std::string Position(absl::string_view json, size_t offset) {
-  absl::string_view before = json.substr(0, offset);
-  size_t line = 1 + std::count(before.begin(), before.end(), '\n');
-  size_t line_start = before.rfind('\n');
-  size_t column =
-      offset - (line_start == absl::string_view::npos ? 0 : line_start + 1) + 1;
-  return absl::StrCat("(offset ", offset, ", line ", line, ", column ", column,
-                      ")");
-}
-
-// A first pass over untrusted JSON that builds nothing: it bounds the
-// nesting depth and refuses a key repeated within one object, which Python's
-// json (what optimum-rbln and vLLM read the file with) would resolve to its
-// last value while a reader keeping the first would see another config.
-class StructureCheck
-    : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, StructureCheck> {
- public:
-  bool StartObject() {
-    keys_.emplace_back();
-    return Enter();
-  }
-  bool EndObject(rapidjson::SizeType) {
-    keys_.pop_back();
-    --depth_;
-    return true;
-  }
-  bool StartArray() { return Enter(); }
-  bool EndArray(rapidjson::SizeType) {
-    --depth_;
-    return true;
-  }
-  bool Key(const char* s, rapidjson::SizeType n, bool /*copy*/) {
-    if (keys_.back().emplace(s, n).second) return true;
-    duplicate_key_ = std::string(s, n);
-    return false;
-  }
-  bool Default() { return true; }
-
-  bool too_deep() const { return depth_ > kMaxJsonDepth; }
-  const std::optional<std::string>& duplicate_key() const {
-    return duplicate_key_;
-  }
-
- private:
-  bool Enter() { return ++depth_ <= kMaxJsonDepth; }
-
-  size_t depth_ = 0;
-  std::vector<absl::flat_hash_set<std::string>> keys_;
-  std::optional<std::string> duplicate_key_;
-};
-
-absl::Status JsonSyntaxError(absl::string_view json, absl::string_view path,
-                             rapidjson::ParseErrorCode code, size_t offset) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      path, ": not valid JSON: ", rapidjson::GetParseError_En(code), " ",
-      Position(json, offset)));
-}
-
-// Parses `json` into `doc`, which must hold an object. Iterative (the
-// parser's stack is on the heap), after StructureCheck.
-absl::Status ParseJsonObject(absl::string_view json, absl::string_view path,
-                             rapidjson::Document* doc) {
-  // Python's json refuses a byte order mark; RapidJSON's DOM reader would
-  // skip it (and stray bytes of one), so it is refused before either reads.
-  if (absl::StartsWith(json, "\xEF")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path,
-        ": not valid JSON: starts with a UTF-8 byte order mark (or a byte of "
-        "one), which Python's json refuses; save the file without it"));
-  }
-  // RapidJSON's input streams read NUL as end of input.
-  if (size_t nul = json.find('\0'); nul != absl::string_view::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not valid JSON: NUL byte at offset ", nul));
-  }
-  {
-    StructureCheck check;
-    rapidjson::Reader reader;
-    rapidjson::MemoryStream in(json.data(), json.size());
-    rapidjson::ParseResult result =
-        reader.Parse<kParseFlags | rapidjson::kParseIterativeFlag>(in, check);
-    if (check.too_deep()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": JSON nests deeper than ", kMaxJsonDepth,
-                       " levels ", Position(json, result.Offset()),
-                       "; an rbln_config.json nests a few levels at most"));
-    }
-    if (check.duplicate_key().has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": key \"", Echo(*check.duplicate_key()),
-          "\" appears twice in one object ", Position(json, result.Offset()),
-          "; readers disagree on which value counts (Python keeps the last), "
-          "so remove one"));
-    }
-    if (result.IsError()) {
-      return JsonSyntaxError(json, path, result.Code(), result.Offset());
-    }
-  }
-  doc->Parse<kParseFlags | rapidjson::kParseIterativeFlag>(json.data(),
-                                                           json.size());
-  if (doc->HasParseError()) {
-    return JsonSyntaxError(json, path, doc->GetParseError(),
-                           doc->GetErrorOffset());
-  }
-  if (!doc->IsObject()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": expected a JSON object at the top level, found ",
-                     Describe(*doc)));
-  }
-  return absl::OkStatus();
-}
-
 // The longest file name Linux takes (NAME_MAX).
 constexpr size_t kMaxSubmoduleNameBytes = 255;
 
@@ -584,6 +433,122 @@ class CountLocator
   size_t end_ = 0;
 };
 
+// kvcache_num_blocks, max_seq_len, batch_size, the attention and the block
+// size, and the arithmetic they must allow.
+absl::Status ReadBlockGeometry(const Decoder& decoder, absl::string_view path,
+                               RblnConfig* config) {
+  const Value& dec = *decoder.object;
+  const std::string& prefix = decoder.submodule;
+  RBLN_ASSIGN_OR_RETURN(
+      config->kvcache_num_blocks,
+      GetRequired(dec, prefix, kNumBlocksKey, path, GetPositiveInteger));
+  if (config->kvcache_num_blocks > kMaxNumBlocks) {
+    return FieldError(
+        MemberLabel(prefix, kNumBlocksKey), path,
+        absl::StrCat(config->kvcache_num_blocks, " is above the hard limit of ",
+                     kMaxNumBlocks, " (2^31 - 1) blocks"));
+  }
+  RBLN_ASSIGN_OR_RETURN(
+      config->max_seq_len,
+      GetRequired(dec, prefix, "max_seq_len", path, GetPositiveInteger));
+  RBLN_ASSIGN_OR_RETURN(
+      config->batch_size,
+      GetRequired(dec, prefix, "batch_size", path, GetPositiveInteger));
+
+  RBLN_ASSIGN_OR_RETURN(std::optional<uint64_t> partition_len,
+                        GetOptional(dec, prefix, "kvcache_partition_len", path,
+                                    GetPositiveInteger));
+  RBLN_ASSIGN_OR_RETURN(std::optional<std::string> attn_impl,
+                        GetOptional(dec, prefix, "attn_impl", path, GetString));
+  if (!attn_impl.has_value()) {
+    config->attn_impl = partition_len.has_value() ? "flash_attn" : "eager";
+  } else if (*attn_impl == "eager" || *attn_impl == "flash_attn") {
+    config->attn_impl = *attn_impl;
+  } else {
+    return TypeError(MemberLabel(prefix, "attn_impl"), path,
+                     "\"eager\", \"flash_attn\" or null", dec["attn_impl"]);
+  }
+
+  RBLN_ASSIGN_OR_RETURN(
+      std::optional<uint64_t> block_size,
+      GetOptional(dec, prefix, "kvcache_block_size", path, GetPositiveInteger));
+  absl::string_view block_size_field = "kvcache_block_size";
+  if (!block_size.has_value() && config->attn_impl == "flash_attn") {
+    block_size = partition_len;
+    block_size_field = "kvcache_partition_len";
+  }
+  if (!block_size.has_value()) {
+    return FieldError(MemberLabel(prefix, "kvcache_block_size"), path,
+                      config->attn_impl == "flash_attn"
+                          ? "missing, and so is kvcache_partition_len"
+                          : "missing");
+  }
+  config->kvcache_block_size = *block_size;
+  if (config->max_seq_len % config->kvcache_block_size != 0) {
+    return FieldError(
+        MemberLabel(prefix, "max_seq_len"), path,
+        absl::StrCat(config->max_seq_len,
+                     " is not a multiple of the block size ",
+                     config->kvcache_block_size, " (", block_size_field, ")"));
+  }
+  if (config->max_seq_len / config->kvcache_block_size >
+      std::numeric_limits<uint64_t>::max() / config->batch_size) {
+    return FieldError(MemberLabel(prefix, "batch_size"), path,
+                      "max_seq_len / block size * batch_size overflows");
+  }
+  return absl::OkStatus();
+}
+
+// The KV-cache metas (under either key), phases and decoder_batch_sizes.
+absl::Status ReadLists(const Decoder& decoder, absl::string_view path,
+                       RblnConfig* config) {
+  const Value& dec = *decoder.object;
+  const std::string& prefix = decoder.submodule;
+  RBLN_ASSIGN_OR_RETURN(auto metas, FindMetas(decoder, path));
+  config->metas_key = std::move(metas.second);
+  RBLN_ASSIGN_OR_RETURN(
+      config->kvcache_metas,
+      GetArray<KvcacheMeta>(metas.first, MemberLabel(prefix, config->metas_key),
+                            path, GetKvcacheMeta));
+  RBLN_ASSIGN_OR_RETURN(
+      config->phases,
+      GetArray<std::string>(FindNonNull(dec, "phases"),
+                            MemberLabel(prefix, "phases"), path, GetString));
+  RBLN_ASSIGN_OR_RETURN(
+      config->decoder_batch_sizes,
+      GetArray<uint64_t>(FindNonNull(dec, "decoder_batch_sizes"),
+                         MemberLabel(prefix, "decoder_batch_sizes"), path,
+                         GetPositiveInteger));
+  return absl::OkStatus();
+}
+
+// num_devices and npu, from the decoder's settings, else its parent's.
+absl::Status ReadDeviceSettings(const Value& root, const Decoder& decoder,
+                                absl::string_view path, RblnConfig* config) {
+  const Value& dec = *decoder.object;
+  const std::string& prefix = decoder.submodule;
+  std::vector<SettingScope> scopes;
+  RBLN_ASSIGN_OR_RETURN(SettingScope own, MakeSettingScope(dec, prefix, path));
+  scopes.push_back(std::move(own));
+  if (!prefix.empty()) {
+    RBLN_ASSIGN_OR_RETURN(SettingScope parent,
+                          MakeSettingScope(root, "", path));
+    scopes.push_back(std::move(parent));
+  }
+  RBLN_ASSIGN_OR_RETURN(
+      std::optional<Resolved<uint32_t>> num_devices,
+      ResolveSetting(scopes, {"num_devices", "tensor_parallel_size"}, path,
+                     GetDeviceCount));
+  if (num_devices.has_value()) config->num_devices = num_devices->value;
+  RBLN_ASSIGN_OR_RETURN(std::optional<Resolved<std::string>> npu,
+                        ResolveSetting(scopes, {"npu"}, path, GetString));
+  if (npu.has_value()) {
+    config->npu = npu->value;
+    config->npu_field = npu->field;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 uint64_t RblnConfig::NumFullBlocks() const {
@@ -611,109 +576,15 @@ absl::StatusOr<RblnConfig> ParseRblnConfig(absl::string_view json,
   RBLN_RETURN_IF_ERROR(ParseJsonObject(json, path, &doc));
   const Value& root = doc;
   RBLN_ASSIGN_OR_RETURN(Decoder decoder, FindDecoder(root, path));
-  const Value& dec = *decoder.object;
-  const std::string& prefix = decoder.submodule;
-  auto label = [&prefix](absl::string_view key) {
-    return MemberLabel(prefix, key);
-  };
 
   RblnConfig config;
   config.decoder_submodule = decoder.submodule;
   RBLN_ASSIGN_OR_RETURN(std::optional<std::string> cls_name,
                         GetOptional(root, "", "cls_name", path, GetString));
   config.cls_name = cls_name.value_or("");
-  RBLN_ASSIGN_OR_RETURN(
-      config.kvcache_num_blocks,
-      GetRequired(dec, prefix, kNumBlocksKey, path, GetPositiveInteger));
-  if (config.kvcache_num_blocks > kMaxNumBlocks) {
-    return FieldError(
-        label(kNumBlocksKey), path,
-        absl::StrCat(config.kvcache_num_blocks, " is above the hard limit of ",
-                     kMaxNumBlocks, " (2^31 - 1) blocks"));
-  }
-  RBLN_ASSIGN_OR_RETURN(
-      config.max_seq_len,
-      GetRequired(dec, prefix, "max_seq_len", path, GetPositiveInteger));
-  RBLN_ASSIGN_OR_RETURN(
-      config.batch_size,
-      GetRequired(dec, prefix, "batch_size", path, GetPositiveInteger));
-
-  RBLN_ASSIGN_OR_RETURN(std::optional<uint64_t> partition_len,
-                        GetOptional(dec, prefix, "kvcache_partition_len", path,
-                                    GetPositiveInteger));
-  RBLN_ASSIGN_OR_RETURN(std::optional<std::string> attn_impl,
-                        GetOptional(dec, prefix, "attn_impl", path, GetString));
-  if (!attn_impl.has_value()) {
-    config.attn_impl = partition_len.has_value() ? "flash_attn" : "eager";
-  } else if (*attn_impl == "eager" || *attn_impl == "flash_attn") {
-    config.attn_impl = *attn_impl;
-  } else {
-    return TypeError(label("attn_impl"), path,
-                     "\"eager\", \"flash_attn\" or null", dec["attn_impl"]);
-  }
-
-  RBLN_ASSIGN_OR_RETURN(
-      std::optional<uint64_t> block_size,
-      GetOptional(dec, prefix, "kvcache_block_size", path, GetPositiveInteger));
-  absl::string_view block_size_field = "kvcache_block_size";
-  if (!block_size.has_value() && config.attn_impl == "flash_attn") {
-    block_size = partition_len;
-    block_size_field = "kvcache_partition_len";
-  }
-  if (!block_size.has_value()) {
-    return FieldError(label("kvcache_block_size"), path,
-                      config.attn_impl == "flash_attn"
-                          ? "missing, and so is kvcache_partition_len"
-                          : "missing");
-  }
-  config.kvcache_block_size = *block_size;
-  if (config.max_seq_len % config.kvcache_block_size != 0) {
-    return FieldError(
-        label("max_seq_len"), path,
-        absl::StrCat(config.max_seq_len,
-                     " is not a multiple of the block size ",
-                     config.kvcache_block_size, " (", block_size_field, ")"));
-  }
-  if (config.max_seq_len / config.kvcache_block_size >
-      std::numeric_limits<uint64_t>::max() / config.batch_size) {
-    return FieldError(label("batch_size"), path,
-                      "max_seq_len / block size * batch_size overflows");
-  }
-
-  RBLN_ASSIGN_OR_RETURN(auto metas, FindMetas(decoder, path));
-  config.metas_key = std::move(metas.second);
-  RBLN_ASSIGN_OR_RETURN(
-      config.kvcache_metas,
-      GetArray<KvcacheMeta>(metas.first, label(config.metas_key), path,
-                            GetKvcacheMeta));
-  RBLN_ASSIGN_OR_RETURN(
-      config.phases, GetArray<std::string>(FindNonNull(dec, "phases"),
-                                           label("phases"), path, GetString));
-  RBLN_ASSIGN_OR_RETURN(
-      config.decoder_batch_sizes,
-      GetArray<uint64_t>(FindNonNull(dec, "decoder_batch_sizes"),
-                         label("decoder_batch_sizes"), path,
-                         GetPositiveInteger));
-
-  std::vector<SettingScope> scopes;
-  RBLN_ASSIGN_OR_RETURN(SettingScope own, MakeSettingScope(dec, prefix, path));
-  scopes.push_back(std::move(own));
-  if (!prefix.empty()) {
-    RBLN_ASSIGN_OR_RETURN(SettingScope parent,
-                          MakeSettingScope(root, "", path));
-    scopes.push_back(std::move(parent));
-  }
-  RBLN_ASSIGN_OR_RETURN(
-      std::optional<Resolved<uint32_t>> num_devices,
-      ResolveSetting(scopes, {"num_devices", "tensor_parallel_size"}, path,
-                     GetDeviceCount));
-  if (num_devices.has_value()) config.num_devices = num_devices->value;
-  RBLN_ASSIGN_OR_RETURN(std::optional<Resolved<std::string>> npu,
-                        ResolveSetting(scopes, {"npu"}, path, GetString));
-  if (npu.has_value()) {
-    config.npu = npu->value;
-    config.npu_field = npu->field;
-  }
+  RBLN_RETURN_IF_ERROR(ReadBlockGeometry(decoder, path, &config));
+  RBLN_RETURN_IF_ERROR(ReadLists(decoder, path, &config));
+  RBLN_RETURN_IF_ERROR(ReadDeviceSettings(root, decoder, path, &config));
   return config;
 }
 
@@ -762,7 +633,7 @@ absl::StatusOr<std::string> RewriteKvcacheNumBlocks(absl::string_view json,
   CountLocator locator(&in, std::move(key_path));
   rapidjson::Reader reader;
   rapidjson::ParseResult result =
-      reader.Parse<kParseFlags | rapidjson::kParseIterativeFlag |
+      reader.Parse<kStrictJsonParseFlags | rapidjson::kParseIterativeFlag |
                    rapidjson::kParseNumbersAsStringsFlag>(in, locator);
   const absl::string_view digits =
       json.substr(locator.begin(), locator.end() - locator.begin());
