@@ -37,28 +37,29 @@ struct CoreMetrics {
   Counter* lease_breaks[kLeaseBreaks.size()];  // by ReadLeaseBreak
 };
 
-CoreMetrics Register(metrics::Registry& registry) {
-  CoreMetrics m;
+// Commits, copies, recoveries and lock waits.
+void RegisterWriteMetrics(metrics::Registry& registry, CoreMetrics* m) {
   metrics::CounterFamily& commits = registry.AddCounter(
       "rbln_artifactd_commits_total",
       "Writes whose new version was swapped in (the commit point), by kind: "
       "in_place or output_dir.",
       {"kind"});
-  m.commits[static_cast<int>(CommitKind::kInPlace)] =
+  m->commits[static_cast<int>(CommitKind::kInPlace)] =
       &commits.WithLabels({"in_place"});
-  m.commits[static_cast<int>(CommitKind::kOutputDir)] =
+  m->commits[static_cast<int>(CommitKind::kOutputDir)] =
       &commits.WithLabels({"output_dir"});
-  m.copied_bytes = &registry
-                        .AddCounter("rbln_artifactd_copied_bytes_total",
-                                    "Bytes copied inside the kernel into "
-                                    "staged files (copy_file_range, sendfile).")
-                        .WithLabels({});
-  m.cloned_bytes = &registry
-                        .AddCounter("rbln_artifactd_cloned_bytes_total",
-                                    "Bytes shared by reflink (FICLONERANGE) "
-                                    "instead of copied.")
-                        .WithLabels({});
-  m.recoveries =
+  m->copied_bytes =
+      &registry
+           .AddCounter("rbln_artifactd_copied_bytes_total",
+                       "Bytes copied inside the kernel into "
+                       "staged files (copy_file_range, sendfile).")
+           .WithLabels({});
+  m->cloned_bytes = &registry
+                         .AddCounter("rbln_artifactd_cloned_bytes_total",
+                                     "Bytes shared by reflink (FICLONERANGE) "
+                                     "instead of copied.")
+                         .WithLabels({});
+  m->recoveries =
       &registry
            .AddCounter("rbln_artifactd_recoveries_total",
                        "Staging directories of interrupted commits removed at "
@@ -70,17 +71,21 @@ CoreMetrics Register(metrics::Registry& registry) {
       "(another write in this daemon) or other_process (a lock file held "
       "elsewhere); _count is the number of waits.",
       metrics::DurationBuckets(), {"holder"});
-  m.lock_waits[static_cast<int>(LockHolder::kDaemon)] =
+  m->lock_waits[static_cast<int>(LockHolder::kDaemon)] =
       &lock_waits.WithLabels({"daemon"});
-  m.lock_waits[static_cast<int>(LockHolder::kOtherProcess)] =
+  m->lock_waits[static_cast<int>(LockHolder::kOtherProcess)] =
       &lock_waits.WithLabels({"other_process"});
+}
+
+// The DRAM probe and the container codec.
+void RegisterProbeAndCodecMetrics(metrics::Registry& registry, CoreMetrics* m) {
   metrics::CounterFamily& probes = registry.AddCounter(
       "rbln_artifactd_probe_runs_total",
       "Runs of the DRAM probe (rbln-smi), by result: ok, no_tool (none "
       "installed), timeout, unreadable (not a device table) or failed.",
       {"result"});
   for (size_t i = 0; i < kProbeResults.size(); ++i) {
-    m.probes[i] = &probes.WithLabels({kProbeResults[i]});
+    m->probes[i] = &probes.WithLabels({kProbeResults[i]});
   }
   metrics::CounterFamily& codec = registry.AddCounter(
       "rbln_artifactd_codec_calls_total",
@@ -88,17 +93,21 @@ CoreMetrics Register(metrics::Registry& registry) {
       "and result (ok, error).",
       {"operation", "result"});
   for (size_t i = 0; i < kCodecOperations.size(); ++i) {
-    m.codec_calls[i][0] = &codec.WithLabels({kCodecOperations[i], "ok"});
-    m.codec_calls[i][1] = &codec.WithLabels({kCodecOperations[i], "error"});
+    m->codec_calls[i][0] = &codec.WithLabels({kCodecOperations[i], "ok"});
+    m->codec_calls[i][1] = &codec.WithLabels({kCodecOperations[i], "error"});
   }
+}
+
+// The artifact cache: lookups, reads not kept, directory checks.
+void RegisterCacheMetrics(metrics::Registry& registry, CoreMetrics* m) {
   metrics::CounterFamily& lookups = registry.AddCounter(
       "rbln_artifactd_artifact_cache_lookups_total",
       "Reads that looked in the artifact cache, by result: hit (answered "
       "from it) or miss (read from the files).",
       {"result"});
-  m.cache_lookups[static_cast<int>(CacheLookup::kHit)] =
+  m->cache_lookups[static_cast<int>(CacheLookup::kHit)] =
       &lookups.WithLabels({"hit"});
-  m.cache_lookups[static_cast<int>(CacheLookup::kMiss)] =
+  m->cache_lookups[static_cast<int>(CacheLookup::kMiss)] =
       &lookups.WithLabels({"miss"});
   metrics::CounterFamily& not_kept = registry.AddCounter(
       "rbln_artifactd_artifact_cache_not_kept_total",
@@ -110,7 +119,7 @@ CoreMetrics Register(metrics::Registry& registry) {
       "could not be looked at again).",
       {"why"});
   for (size_t i = 0; i < kNotKept.size(); ++i) {
-    m.not_kept[i] = &not_kept.WithLabels({kNotKept[i]});
+    m->not_kept[i] = &not_kept.WithLabels({kNotKept[i]});
   }
   metrics::CounterFamily& dir_checks = registry.AddCounter(
       "rbln_artifactd_dir_checks_total",
@@ -118,17 +127,25 @@ CoreMetrics Register(metrics::Registry& registry) {
       "(inotify saw no change on its path: no stat) or looked (its name was "
       "stat'ed: something on the path changed, or it is not watched).",
       {"how"});
-  m.dir_checks[static_cast<int>(DirCheck::kWatched)] =
+  m->dir_checks[static_cast<int>(DirCheck::kWatched)] =
       &dir_checks.WithLabels({"watched"});
-  m.dir_checks[static_cast<int>(DirCheck::kLooked)] =
+  m->dir_checks[static_cast<int>(DirCheck::kLooked)] =
       &dir_checks.WithLabels({"looked"});
-  m.pending_old_versions =
+}
+
+// Old versions waiting out their grace period.
+void RegisterOldVersionMetrics(metrics::Registry& registry, CoreMetrics* m) {
+  m->pending_old_versions =
       &registry
            .AddGauge("rbln_artifactd_old_versions_pending",
                      "Old artifact versions kept beside their artifact for "
                      "--old-version-grace-seconds and not yet removed.")
            .WithLabels({});
-  m.read_leases =
+}
+
+// Read leases held and let go.
+void RegisterLeaseMetrics(metrics::Registry& registry, CoreMetrics* m) {
+  m->read_leases =
       &registry
            .AddGauge("rbln_artifactd_read_leases",
                      "Read leases held on files of cached artifacts, which "
@@ -143,8 +160,18 @@ CoreMetrics Register(metrics::Registry& registry) {
       "full: every lease went).",
       {"why"});
   for (size_t i = 0; i < kLeaseBreaks.size(); ++i) {
-    m.lease_breaks[i] = &breaks.WithLabels({kLeaseBreaks[i]});
+    m->lease_breaks[i] = &breaks.WithLabels({kLeaseBreaks[i]});
   }
+}
+
+// In the order a scrape shows them.
+CoreMetrics Register(metrics::Registry& registry) {
+  CoreMetrics m;
+  RegisterWriteMetrics(registry, &m);
+  RegisterProbeAndCodecMetrics(registry, &m);
+  RegisterCacheMetrics(registry, &m);
+  RegisterOldVersionMetrics(registry, &m);
+  RegisterLeaseMetrics(registry, &m);
   return m;
 }
 

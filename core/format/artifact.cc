@@ -181,47 +181,58 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
 }
 
 absl::Status Artifact::ReadGraphs(Env* env, const ArtifactOptions& options) {
-  const std::string& sub = config_.decoder_submodule;
-  if (!sub.empty()) {
-    // The top directory: everything but the config and the decoder's
-    // directory is a companion (other submodules included).
-    RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> top, env->ListDir(dir_));
-    bool found = false;
-    for (const DirEntry& entry : top) {
-      if (entry.name == kRblnConfigFileName) continue;
-      if (entry.name == sub) {
-        found = entry.type == FileType::kDirectory;
-        continue;
-      }
-      companions_.push_back(entry.name);
-    }
-    if (!found) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          JoinPath(dir_, kRblnConfigFileName), " keeps its decoder under '",
-          sub, "', but ", graph_dir_,
-          " is not a directory; optimum-rbln saves a submodule's graphs "
-          "there: copy the whole saved directory"));
-    }
-    const std::string sub_config = JoinPath(graph_dir_, kRblnConfigFileName);
-    may_change_unseen_ = env->MayChangeUnseen(sub_config) || may_change_unseen_;
-    absl::StatusOr<std::string> text =
-        env->ReadFileToString(sub_config, kMaxConfigBytes);
-    if (text.ok()) {
-      RBLN_ASSIGN_OR_RETURN(RblnConfig own, ParseRblnConfig(*text, sub_config));
-      if (own.kvcache_num_blocks != config_.kvcache_num_blocks) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            sub_config, " says kvcache_num_blocks ", own.kvcache_num_blocks,
-            " but '", sub, "' in ", JoinPath(dir_, kRblnConfigFileName),
-            " says ", config_.kvcache_num_blocks,
-            "; the two copies disagree (was one edited by hand?): make them "
-            "equal, or save the model again"));
-      }
-      submodule_config_text_ = *std::move(text);
-    } else if (!absl::IsNotFound(text.status())) {
-      return text.status();
-    }
+  if (!config_.decoder_submodule.empty()) {
+    RBLN_RETURN_IF_ERROR(ReadSubmodule(env));
   }
+  RBLN_RETURN_IF_ERROR(InspectGraphs(env, options));
+  if (options.verify_payload) RBLN_RETURN_IF_ERROR(VerifyPayloads(env, *this));
+  return TakePrefillFacts();
+}
 
+absl::Status Artifact::ReadSubmodule(Env* env) {
+  const std::string& sub = config_.decoder_submodule;
+  // The top directory: everything but the config and the decoder's
+  // directory is a companion (other submodules included).
+  RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> top, env->ListDir(dir_));
+  bool found = false;
+  for (const DirEntry& entry : top) {
+    if (entry.name == kRblnConfigFileName) continue;
+    if (entry.name == sub) {
+      found = entry.type == FileType::kDirectory;
+      continue;
+    }
+    companions_.push_back(entry.name);
+  }
+  if (!found) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        JoinPath(dir_, kRblnConfigFileName), " keeps its decoder under '", sub,
+        "', but ", graph_dir_,
+        " is not a directory; optimum-rbln saves a submodule's graphs "
+        "there: copy the whole saved directory"));
+  }
+  const std::string sub_config = JoinPath(graph_dir_, kRblnConfigFileName);
+  may_change_unseen_ = env->MayChangeUnseen(sub_config) || may_change_unseen_;
+  absl::StatusOr<std::string> text =
+      env->ReadFileToString(sub_config, kMaxConfigBytes);
+  if (text.ok()) {
+    RBLN_ASSIGN_OR_RETURN(RblnConfig own, ParseRblnConfig(*text, sub_config));
+    if (own.kvcache_num_blocks != config_.kvcache_num_blocks) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          sub_config, " says kvcache_num_blocks ", own.kvcache_num_blocks,
+          " but '", sub, "' in ", JoinPath(dir_, kRblnConfigFileName), " says ",
+          config_.kvcache_num_blocks,
+          "; the two copies disagree (was one edited by hand?): make them "
+          "equal, or save the model again"));
+    }
+    submodule_config_text_ = *std::move(text);
+  } else if (!absl::IsNotFound(text.status())) {
+    return text.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Artifact::InspectGraphs(Env* env, const ArtifactOptions& options) {
+  const std::string& sub = config_.decoder_submodule;
   RBLN_ASSIGN_OR_RETURN(std::vector<DirEntry> entries,
                         env->ListDir(graph_dir_));
   for (const DirEntry& entry : entries) {
@@ -252,7 +263,10 @@ absl::Status Artifact::ReadGraphs(Env* env, const ArtifactOptions& options) {
     }
     containers_.push_back(std::move(file));
   }
-  if (options.verify_payload) RBLN_RETURN_IF_ERROR(VerifyPayloads(env, *this));
+  return absl::OkStatus();
+}
+
+absl::Status Artifact::TakePrefillFacts() {
   if (containers_.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         graph_dir_, " has no compiled graphs (*.rbln): nothing to resize"));
@@ -291,6 +305,19 @@ absl::Status Artifact::ReadGraphs(Env* env, const ArtifactOptions& options) {
 }
 
 absl::Status Artifact::CheckAgreement() const {
+  RBLN_RETURN_IF_ERROR(CheckGraphsAgree());
+  RBLN_RETURN_IF_ERROR(CheckConfigAgrees());
+  return CheckBlocksDivide();
+}
+
+std::string Artifact::ConfigPathForMessages() const {
+  return JoinPath(dir_, kRblnConfigFileName) +
+         (config_.decoder_submodule.empty()
+              ? ""
+              : absl::StrCat(" ('", config_.decoder_submodule, "')"));
+}
+
+absl::Status Artifact::CheckGraphsAgree() const {
   const ContainerFile& reference = prefill();
   const ContainerFacts& ref = *reference.facts;
   const std::string& ref_path = reference.path;
@@ -352,12 +379,13 @@ absl::Status Artifact::CheckAgreement() const {
       }
     }
   }
+  return absl::OkStatus();
+}
 
-  const std::string config_path =
-      JoinPath(dir_, kRblnConfigFileName) +
-      (config_.decoder_submodule.empty()
-           ? ""
-           : absl::StrCat(" ('", config_.decoder_submodule, "')"));
+absl::Status Artifact::CheckConfigAgrees() const {
+  const ContainerFacts& ref = *prefill().facts;
+  const std::string& ref_path = prefill().path;
+  const std::string config_path = ConfigPathForMessages();
   if (config_.num_devices != ref.num_nodes) {
     return absl::FailedPreconditionError(absl::StrCat(
         config_path, " says num_devices ", config_.num_devices, " but ",
@@ -397,7 +425,13 @@ absl::Status Artifact::CheckAgreement() const {
         metas, " in ", config_path, " lists KV tensor '", listed.begin()->first,
         "' that ", ref_path, " does not declare"));
   }
+  return absl::OkStatus();
+}
 
+absl::Status Artifact::CheckBlocksDivide() const {
+  const ContainerFacts& ref = *prefill().facts;
+  const std::string& ref_path = prefill().path;
+  const std::string config_path = ConfigPathForMessages();
   const uint64_t current = config_.kvcache_num_blocks;
   bool any_resizable = false;
   for (const KvTensor& tensor : kv_tensors_) {

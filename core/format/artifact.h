@@ -159,8 +159,25 @@ class Artifact {
 
  private:
   Artifact() = default;
+  // Reads and inspects every graph, then takes the prefill graph's facts.
   absl::Status ReadGraphs(Env* env, const ArtifactOptions& options);
+  // A submodule layout: the top directory's companions and the decoder's own
+  // copy of its config, which must agree on kvcache_num_blocks.
+  absl::Status ReadSubmodule(Env* env);
+  // Inspects each `.rbln` file of graph_dir_ through its codec (and the
+  // inspect cache); every other file is a companion.
+  absl::Status InspectGraphs(Env* env, const ArtifactOptions& options);
+  // Finds the prefill graph, the NPU and where it was read, and the KV
+  // tensors with rbln_config.json's word on which are resizable.
+  absl::Status TakePrefillFacts();
+  // Every graph agrees with the prefill graph, the config with the prefill
+  // graph, and the resizable tensors divide by the current block count.
   absl::Status CheckAgreement() const;
+  absl::Status CheckGraphsAgree() const;
+  absl::Status CheckConfigAgrees() const;
+  absl::Status CheckBlocksDivide() const;
+  // rbln_config.json's path for messages, with the submodule's key.
+  std::string ConfigPathForMessages() const;
 
   std::string dir_;
   FileStat dir_stat_{};

@@ -332,11 +332,10 @@ std::string EncodePreamble(const Preamble& preamble) {
 
 namespace {
 
-absl::StatusOr<Container> DecodeContainer(const RandomAccessFile& file) {
+// The preamble: its magic, length and checksum, a version and flags this
+// build reads, and regions that fit in 64-bit offsets.
+absl::StatusOr<Preamble> ReadPreamble(const RandomAccessFile& file) {
   const std::string& path = file.path();
-  Container container;
-  RBLN_ASSIGN_OR_RETURN(container.file_size, file.Size());
-
   std::array<char, kPreambleSize> raw{};
   RBLN_ASSIGN_OR_RETURN(size_t got, file.ReadAt(0, absl::MakeSpan(raw)));
   if (got == 0) {
@@ -368,8 +367,7 @@ absl::StatusOr<Container> DecodeContainer(const RandomAccessFile& file) {
                      HexU64(actual_preamble_xxh64), ")"));
   }
 
-  Preamble& p = container.preamble;
-  p = DecodePreambleFields(raw.data());
+  const Preamble p = DecodePreambleFields(raw.data());
   if (p.major_version != kContainerMajorVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, ": unsupported artifact format: container version ",
@@ -389,8 +387,13 @@ absl::StatusOr<Container> DecodeContainer(const RandomAccessFile& file) {
         "); recompile the artifact or upgrade rbln-artifactd"));
   }
   RBLN_RETURN_IF_ERROR(CheckPreambleBounds(path, p));
+  return p;
+}
 
-  const uint64_t file_size = container.file_size;
+// The header and the payload the preamble places lie within the file of
+// `file_size` bytes, and the header within its bounds.
+absl::Status CheckRegionsInFile(const std::string& path, const Preamble& p,
+                                uint64_t file_size) {
   const uint64_t room_for_header =
       file_size > p.header_offset ? file_size - p.header_offset : 0;
   if (p.header_length > room_for_header) {
@@ -422,7 +425,14 @@ absl::StatusOr<Container> DecodeContainer(const RandomAccessFile& file) {
         absl::StrCat(path, ": truncated payload: the file is ", file_size,
                      " bytes, the payload ends at ", payload_end));
   }
+  return absl::OkStatus();
+}
 
+// The header the preamble places: its checksum, its parse, and the format's
+// invariants.
+absl::StatusOr<v1::ContainerHeader> ReadHeader(const RandomAccessFile& file,
+                                               const Preamble& p) {
+  const std::string& path = file.path();
   std::string header_bytes(static_cast<size_t>(p.header_length), '\0');
   RBLN_ASSIGN_OR_RETURN(
       size_t header_got,
@@ -439,22 +449,33 @@ absl::StatusOr<Container> DecodeContainer(const RandomAccessFile& file) {
         path, ": header checksum mismatch (stored ", HexU64(p.header_xxh64),
         ", computed ", HexU64(actual_header_xxh64), ")"));
   }
-  if (!container.header.ParseFromString(header_bytes)) {
+  v1::ContainerHeader header;
+  if (!header.ParseFromString(header_bytes)) {
     return absl::DataLossError(absl::StrCat(
         path, ": header does not parse as rbln.artifact.v1.ContainerHeader"));
   }
   // Checked before the other invariants: a header from an older compiler may
   // not keep them either, and "recompile" is the advice that helps.
-  if (!container.header.has_kv_resize()) {
+  if (!header.has_kv_resize()) {
     return absl::FailedPreconditionError(absl::StrCat(
         path,
         ": unsupported artifact format: the header has no KV-cache resize "
         "metadata (compiled by an older compiler); recompile the artifact"));
   }
-  std::string defect = HeaderDefect(container.header, p.payload_length);
+  std::string defect = HeaderDefect(header, p.payload_length);
   if (!defect.empty()) {
     return absl::DataLossError(absl::StrCat(path, ": ", defect));
   }
+  return header;
+}
+
+absl::StatusOr<Container> DecodeContainer(const RandomAccessFile& file) {
+  Container container;
+  RBLN_ASSIGN_OR_RETURN(container.file_size, file.Size());
+  RBLN_ASSIGN_OR_RETURN(container.preamble, ReadPreamble(file));
+  RBLN_RETURN_IF_ERROR(
+      CheckRegionsInFile(file.path(), container.preamble, container.file_size));
+  RBLN_ASSIGN_OR_RETURN(container.header, ReadHeader(file, container.preamble));
   return container;
 }
 

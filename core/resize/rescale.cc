@@ -156,6 +156,167 @@ absl::Status CheckOnlyWritten(Env* env, const std::string& dir,
   return absl::OkStatus();
 }
 
+// WriteResizedArtifact's steps, over what they share.
+class ResizedArtifactWriter {
+ public:
+  ResizedArtifactWriter(Env* env, const Artifact& artifact,
+                        const ResizePlan& plan, const std::string& out_dir,
+                        const WriteResizedOptions& options)
+      : env_(env),
+        source_(options.source_env != nullptr ? options.source_env : env),
+        artifact_(artifact),
+        plan_(plan),
+        options_(options),
+        out_dir_(out_dir),
+        multimodal_(!artifact.submodule().empty()),
+        // The decoder's graphs, in out_dir or in its submodule's directory.
+        out_graph_dir_(multimodal_ ? JoinPath(out_dir, artifact.submodule())
+                                   : out_dir) {}
+
+  absl::Status Write() {
+    if (multimodal_) RBLN_RETURN_IF_ERROR(env_->CreateDir(out_graph_dir_));
+    RBLN_RETURN_IF_ERROR(RescaleGraphs());
+    if (multimodal_) {
+      if (plan_.new_submodule_config_text.has_value()) {
+        RBLN_RETURN_IF_ERROR(WriteConfig(artifact_.graph_dir(), out_graph_dir_,
+                                         *plan_.new_submodule_config_text));
+      }
+      RBLN_RETURN_IF_ERROR(CopyCompanions(artifact_.submodule_companion_files(),
+                                          artifact_.graph_dir(),
+                                          out_graph_dir_));
+      RBLN_RETURN_IF_ERROR(
+          KeepOwnership(artifact_.graph_dir(), out_graph_dir_));
+      RBLN_RETURN_IF_ERROR(env_->SyncDir(out_graph_dir_));
+    }
+    RBLN_RETURN_IF_ERROR(
+        WriteConfig(artifact_.dir(), out_dir_, plan_.new_config_text));
+    RBLN_RETURN_IF_ERROR(
+        CopyCompanions(artifact_.companion_files(), artifact_.dir(), out_dir_));
+    RBLN_RETURN_IF_ERROR(CheckNothingElseWritten());
+    // Last, as the directory's own mode may not let anyone add to it.
+    RBLN_RETURN_IF_ERROR(KeepOwnership(artifact_.dir(), out_dir_));
+    RBLN_RETURN_IF_ERROR(env_->SyncDir(out_dir_));
+    return CheckCancelled();
+  }
+
+ private:
+  absl::Status CheckCancelled() const {
+    return options_.is_cancelled && options_.is_cancelled()
+               ? WriteCancelled("while it was being staged")
+               : absl::OkStatus();
+  }
+
+  // Every file written gets the owner and mode of the one it replaces.
+  absl::Status KeepOwnership(const std::string& from,
+                             const std::string& to) const {
+    RBLN_ASSIGN_OR_RETURN(FileStat st, source_->Stat(from));
+    return env_->SetOwnership(to, OwnershipOfCopy(st, options_.copy_owner));
+  }
+
+  absl::Status WriteConfig(const std::string& from_dir,
+                           const std::string& to_dir,
+                           const std::string& text) const {
+    const std::string to = JoinPath(to_dir, kRblnConfigFileName);
+    RBLN_RETURN_IF_ERROR(WriteStringToNewFile(env_, to, text));
+    return KeepOwnership(JoinPath(from_dir, kRblnConfigFileName), to);
+  }
+
+  absl::Status CopyCompanions(const std::vector<std::string>& names,
+                              const std::string& from_dir,
+                              const std::string& to_dir) const {
+    for (const std::string& name : names) {
+      RBLN_RETURN_IF_ERROR(CheckCancelled());
+      RBLN_RETURN_IF_ERROR(CopyCompanion(source_, env_, from_dir, to_dir, name,
+                                         options_.link_companions,
+                                         options_.copy_owner));
+    }
+    return absl::OkStatus();
+  }
+
+  // The graphs are written side by side, up to kParallelGraphs at once, so
+  // that one graph's copy runs while another's fsync waits for the disk.
+  // The first error stops the others (at their next chunk) and is the one
+  // returned.
+  absl::Status RescaleGraphs() {
+    absl::Status first_error;
+    {
+      const int threads = static_cast<int>(std::min<size_t>(
+          kParallelGraphs, std::max<size_t>(1, artifact_.containers().size())));
+      ThreadPool pool(threads);
+      for (const ContainerFile& file : artifact_.containers()) {
+        pool.Schedule([&, file = &file] {
+          if (failed_.load()) return;
+          absl::Status status = RescaleGraph(*file);
+          if (status.ok()) return;
+          absl::MutexLock lock(&mu_);
+          if (first_error.ok()) first_error = std::move(status);
+          failed_.store(true);
+        });
+      }
+    }  // waits for every graph
+    return first_error;
+  }
+
+  absl::Status RescaleGraph(const ContainerFile& file) {
+    RBLN_RETURN_IF_ERROR(CheckCancelled());
+    RescaleRequest request;
+    request.source_env = source_;
+    request.source_path = file.path;
+    request.facts = file.facts.get();
+    request.factors = plan_.factors;
+    request.out_env = env_;
+    request.out_path = JoinPath(out_graph_dir_, file.file_name);
+    request.on_copied = [this](uint64_t bytes) {
+      if (failed_.load()) return WriteCancelled("after another graph failed");
+      if (options_.on_copied) {
+        absl::MutexLock lock(&mu_);
+        options_.on_copied(bytes);
+      }
+      return CheckCancelled();
+    };
+    RBLN_RETURN_IF_ERROR(file.codec->Rescale(request));
+    // What the codec wrote is read back before anything is committed.
+    RBLN_ASSIGN_OR_RETURN(ContainerFacts written,
+                          file.codec->Inspect(env_, request.out_path));
+    RBLN_RETURN_IF_ERROR(CheckRescaled(*file.facts, written, plan_.factors,
+                                       file.path, file.codec->name()));
+    return KeepOwnership(file.path, request.out_path);
+  }
+
+  // Nothing but what was written here: an external codec that runs as the
+  // daemon's own user could write into the staging directory, and what it
+  // put there must not be committed.
+  absl::Status CheckNothingElseWritten() const {
+    std::vector<std::string> top(artifact_.companion_files());
+    top.push_back(kRblnConfigFileName);
+    std::vector<std::string> graphs(artifact_.submodule_companion_files());
+    if (plan_.new_submodule_config_text.has_value()) {
+      graphs.push_back(kRblnConfigFileName);
+    }
+    for (const ContainerFile& file : artifact_.containers()) {
+      graphs.push_back(file.file_name);
+    }
+    if (multimodal_) {
+      top.push_back(artifact_.submodule());
+      RBLN_RETURN_IF_ERROR(CheckOnlyWritten(env_, out_graph_dir_, graphs));
+    } else {
+      top.insert(top.end(), graphs.begin(), graphs.end());
+    }
+    return CheckOnlyWritten(env_, out_dir_, top);
+  }
+
+  Env* const env_;
+  Env* const source_;
+  const Artifact& artifact_;
+  const ResizePlan& plan_;
+  const WriteResizedOptions& options_;
+  const std::string out_dir_;
+  const bool multimodal_;
+  const std::string out_graph_dir_;
+  absl::Mutex mu_;  // serializes options_.on_copied; guards first_error
+  std::atomic<bool> failed_{false};
+};
+
 }  // namespace
 
 absl::Status WriteCancelled(absl::string_view when) {
@@ -354,127 +515,7 @@ absl::Status WriteResizedArtifact(Env* env, const Artifact& artifact,
                                   const ResizePlan& plan,
                                   const std::string& out_dir,
                                   const WriteResizedOptions& options) {
-  auto check_cancelled = [&options]() {
-    return options.is_cancelled && options.is_cancelled()
-               ? WriteCancelled("while it was being staged")
-               : absl::OkStatus();
-  };
-  Env* const source = options.source_env != nullptr ? options.source_env : env;
-  // Every file written gets the owner and mode of the one it replaces.
-  auto keep_ownership = [env, source, &options](const std::string& from,
-                                                const std::string& to) {
-    RBLN_ASSIGN_OR_RETURN(FileStat st, source->Stat(from));
-    return env->SetOwnership(to, OwnershipOfCopy(st, options.copy_owner));
-  };
-  auto write_config = [&](const std::string& from_dir,
-                          const std::string& to_dir,
-                          const std::string& text) -> absl::Status {
-    const std::string to = JoinPath(to_dir, kRblnConfigFileName);
-    RBLN_RETURN_IF_ERROR(WriteStringToNewFile(env, to, text));
-    return keep_ownership(JoinPath(from_dir, kRblnConfigFileName), to);
-  };
-  auto copy_companions = [&](const std::vector<std::string>& names,
-                             const std::string& from_dir,
-                             const std::string& to_dir) -> absl::Status {
-    for (const std::string& name : names) {
-      RBLN_RETURN_IF_ERROR(check_cancelled());
-      RBLN_RETURN_IF_ERROR(CopyCompanion(source, env, from_dir, to_dir, name,
-                                         options.link_companions,
-                                         options.copy_owner));
-    }
-    return absl::OkStatus();
-  };
-
-  // The decoder's graphs, in out_dir or in its submodule's directory.
-  const bool multimodal = !artifact.submodule().empty();
-  const std::string out_graph_dir =
-      multimodal ? JoinPath(out_dir, artifact.submodule()) : out_dir;
-  if (multimodal) RBLN_RETURN_IF_ERROR(env->CreateDir(out_graph_dir));
-  // The graphs are written side by side, up to kParallelGraphs at once, so
-  // that one graph's copy runs while another's fsync waits for the disk.
-  // The first error stops the others (at their next chunk) and is the one
-  // returned.
-  absl::Mutex mu;  // serializes options.on_copied; guards first_error
-  absl::Status first_error;
-  std::atomic<bool> failed{false};
-  auto rescale_graph = [&](const ContainerFile& file) -> absl::Status {
-    RBLN_RETURN_IF_ERROR(check_cancelled());
-    RescaleRequest request;
-    request.source_env = source;
-    request.source_path = file.path;
-    request.facts = file.facts.get();
-    request.factors = plan.factors;
-    request.out_env = env;
-    request.out_path = JoinPath(out_graph_dir, file.file_name);
-    request.on_copied = [&](uint64_t bytes) {
-      if (failed.load()) return WriteCancelled("after another graph failed");
-      if (options.on_copied) {
-        absl::MutexLock lock(&mu);
-        options.on_copied(bytes);
-      }
-      return check_cancelled();
-    };
-    RBLN_RETURN_IF_ERROR(file.codec->Rescale(request));
-    // What the codec wrote is read back before anything is committed.
-    RBLN_ASSIGN_OR_RETURN(ContainerFacts written,
-                          file.codec->Inspect(env, request.out_path));
-    RBLN_RETURN_IF_ERROR(CheckRescaled(*file.facts, written, plan.factors,
-                                       file.path, file.codec->name()));
-    return keep_ownership(file.path, request.out_path);
-  };
-  {
-    const int threads = static_cast<int>(std::min<size_t>(
-        kParallelGraphs, std::max<size_t>(1, artifact.containers().size())));
-    ThreadPool pool(threads);
-    for (const ContainerFile& file : artifact.containers()) {
-      pool.Schedule([&, file = &file] {
-        if (failed.load()) return;
-        absl::Status status = rescale_graph(*file);
-        if (status.ok()) return;
-        absl::MutexLock lock(&mu);
-        if (first_error.ok()) first_error = std::move(status);
-        failed.store(true);
-      });
-    }
-  }  // waits for every graph
-  RBLN_RETURN_IF_ERROR(first_error);
-  if (multimodal) {
-    if (plan.new_submodule_config_text.has_value()) {
-      RBLN_RETURN_IF_ERROR(write_config(artifact.graph_dir(), out_graph_dir,
-                                        *plan.new_submodule_config_text));
-    }
-    RBLN_RETURN_IF_ERROR(copy_companions(artifact.submodule_companion_files(),
-                                         artifact.graph_dir(), out_graph_dir));
-    RBLN_RETURN_IF_ERROR(keep_ownership(artifact.graph_dir(), out_graph_dir));
-    RBLN_RETURN_IF_ERROR(env->SyncDir(out_graph_dir));
-  }
-  RBLN_RETURN_IF_ERROR(
-      write_config(artifact.dir(), out_dir, plan.new_config_text));
-  RBLN_RETURN_IF_ERROR(
-      copy_companions(artifact.companion_files(), artifact.dir(), out_dir));
-  // Nothing but what was written here: an external codec that runs as the
-  // daemon's own user could write into the staging directory, and what it
-  // put there must not be committed.
-  std::vector<std::string> top(artifact.companion_files());
-  top.push_back(kRblnConfigFileName);
-  std::vector<std::string> graphs(artifact.submodule_companion_files());
-  if (plan.new_submodule_config_text.has_value()) {
-    graphs.push_back(kRblnConfigFileName);
-  }
-  for (const ContainerFile& file : artifact.containers()) {
-    graphs.push_back(file.file_name);
-  }
-  if (multimodal) {
-    top.push_back(artifact.submodule());
-    RBLN_RETURN_IF_ERROR(CheckOnlyWritten(env, out_graph_dir, graphs));
-  } else {
-    top.insert(top.end(), graphs.begin(), graphs.end());
-  }
-  RBLN_RETURN_IF_ERROR(CheckOnlyWritten(env, out_dir, top));
-  // Last, as the directory's own mode may not let anyone add to it.
-  RBLN_RETURN_IF_ERROR(keep_ownership(artifact.dir(), out_dir));
-  RBLN_RETURN_IF_ERROR(env->SyncDir(out_dir));
-  return check_cancelled();
+  return ResizedArtifactWriter(env, artifact, plan, out_dir, options).Write();
 }
 
 }  // namespace rbln
