@@ -31,24 +31,6 @@ using ::testing::IsEmpty;
 
 constexpr uid_t kNobody = 65534;
 
-TEST(SplitCommandLineTest, SplitsAsAShellWouldWithoutExpanding) {
-  absl::StatusOr<std::vector<std::string>> words = SplitCommandLine(
-      R"(python3 'my codec.py' "a \"b\"" c\ d $HOME `id` * ~)");
-  ASSERT_TRUE(words.ok()) << words.status();
-  EXPECT_THAT(*words, ElementsAre("python3", "my codec.py", "a \"b\"", "c d",
-                                  "$HOME", "`id`", "*", "~"));
-}
-
-TEST(SplitCommandLineTest, RefusesAnUnterminatedQuoteAndAnEmptyCommand) {
-  absl::StatusOr<std::vector<std::string>> words =
-      SplitCommandLine("python3 'codec.py");
-  ASSERT_FALSE(words.ok());
-  EXPECT_EQ(words.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(words.status().message(), HasSubstr("quote"));
-  EXPECT_FALSE(SplitCommandLine("   ").ok());
-  EXPECT_FALSE(SplitCommandLine(std::string("a\0b", 3)).ok());
-}
-
 // A file of the test codec's format: one node of two chiplets.
 std::string CodecFile(absl::string_view mode = "") {
   return absl::StrCat(
