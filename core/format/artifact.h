@@ -1,22 +1,11 @@
 // Artifact: a compiled model directory as optimum-rbln saves it
 // (rbln_config.json, one `.rbln` file per compiled graph, and companion files
-// we never change), opened and checked for internal agreement
-// (docs/memory-model.md, docs/real-artifacts.md).
-//
-// Two layouts:
-//  * flat: the decoder's rbln_config.json and graphs in the directory;
-//  * multimodal: the parent's rbln_config.json holds the decoder's config
-//    nested under a submodule key (e.g. `language_model`), and the decoder's
-//    graphs, its own copy of that config and its config.json are in the
-//    subfolder of that name. The user names the top directory.
-//
-// The graphs are read through codecs (core/format/codec.h): this project's
-// container by the built-in codec, any other file by the external codec when
-// one is configured. Opening inspects every graph (through the inspect cache
-// when one is given) and never reads a payload unless
-// ArtifactOptions::verify_payload is set. An Artifact is a snapshot: it does
-// not notice later changes to the directory.
-//
+// we never change), flat or with the decoder in a submodule's subfolder
+// (docs/memory-model.md), opened and checked for the agreement that page
+// lists. The graphs are read through codecs (core/format/codec.h);
+// opening inspects every graph (through the inspect cache when one is given)
+// and reads no payload unless ArtifactOptions::verify_payload is set. An
+// Artifact is a snapshot: it does not notice later changes to the directory.
 // ReadArtifactSummary reads rbln_config.json alone (Get and List need no
 // codec).
 //

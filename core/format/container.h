@@ -67,11 +67,12 @@ struct Container {
 // Reads and verifies the preamble and header of `file`; never reads the
 // payload. Every error names file.path() and what was wrong:
 //  * bad magic, preamble or header checksum mismatch, truncated
-//    preamble/header/payload, header length beyond the file or its reserved
-//    region, unparsable header, placements or segments out of range:
+//    preamble/header/payload, regions that overlap, overflow 64 bits or are
+//    misaligned, a header length beyond the file, its reserved region or
+//    64 MiB, unparsable header, placements or segments out of range:
 //    DATA_LOSS;
-//  * an unknown major version, or a header without kv_resize metadata:
-//    FAILED_PRECONDITION "unsupported artifact format ..., recompile".
+//  * an unknown major version or flag, or a header without kv_resize
+//    metadata: FAILED_PRECONDITION "unsupported artifact format ...".
 absl::StatusOr<Container> ReadContainer(const RandomAccessFile& file);
 
 // Streams the payload in bounded chunks and checks every segment's XXH64.

@@ -65,10 +65,12 @@ struct ExternalCodecOptions {
 class ExternalCodec : public ContainerCodec {
  public:
   // Starts the first worker and checks its hello, so that a codec that
-  // cannot run fails the daemon's start. FAILED_PRECONDITION names the flag
-  // at fault: an unknown --codec-user, a --codec-command whose program is
-  // not found or not executable, or a worker that did not answer hello with
-  // protocol 1 (with its last stderr lines).
+  // cannot run fails the daemon's start. The error names the flag at fault:
+  // INVALID_ARGUMENT for --codec-workers or --codec-timeout-seconds out of
+  // range or a --codec-command that cannot be split; FAILED_PRECONDITION for
+  // an unknown --codec-user, a --codec-command whose program is not found or
+  // not executable, or a worker that did not answer hello with protocol 1
+  // (with its last stderr lines).
   static absl::StatusOr<std::unique_ptr<ExternalCodec>> Start(
       const ExternalCodecOptions& options);
 

@@ -1,21 +1,9 @@
-// Fit: the largest KV-cache block count whose memory fits a budget
-// (docs/memory-model.md).
-//
-// The memory of an artifact is modelled per (node, chiplet) bucket (or per
-// node, holding the whole node's DRAM, for graphs whose compiler reported
-// memory per node only; "budget per chiplet" below is then per node):
-//   other(b)   = bytes of every allocation that is not a KV tensor, summed over
-//                all containers of the artifact;
-//   kv(b, m)   = sum over the KV tensors (taken from the prefill container,
-//                as all graphs share them) of align_2MiB(per_block * m) for
-//                resizable ones (per_block = bytes / current count) and
-//                align_2MiB(bytes) for fixed ones.
-//   fits(m)   <=> for every bucket: budget - other(b) >= kv(b, m).
-// The result is num_full_blocks when that fits, else the largest m in
-// [1, num_full_blocks - 1] that fits (binary search), else 0; never more than
-// kMaxNumBlocks (core/format/rbln_config.h), whatever the full count. Because
-// per_block is derived from the current count, the answer does not depend on
-// how often the artifact was resized before.
+// Fit: the largest KV-cache block count whose memory fits a budget on every
+// bucket of an artifact's memory model, per (node, chiplet), or per node for
+// graphs whose compiler reports memory per node only. The model and the rule
+// are docs/memory-model.md, "Fit a budget". The answer is never above the
+// full count nor kMaxNumBlocks, and does not depend on how often the artifact
+// was resized before.
 //
 // Thread-safe: pure functions.
 #ifndef RBLN_CORE_RESIZE_FIT_H_

@@ -1,6 +1,5 @@
 // PlanCache: the last memory plan (PlanMemory) of each artifact, so that
-// Describe calls that poll an unchanged artifact do not fit it again
-// (docs/performance.md, row 5).
+// Describe calls that poll an unchanged artifact do not fit it again.
 //
 // A plan is kept for the artifact object it was made from and the device
 // it was made for. The artifact cache (core/format/artifact_cache.h) hands
