@@ -19,8 +19,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-
 class RescaleTest : public ::testing::Test {
  protected:
   // Writes `spec` as an artifact under the temp dir and opens it.
