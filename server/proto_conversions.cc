@@ -64,6 +64,8 @@ void FillBucket(const BucketFit& b, v1::BucketPlan* out) {
   out->set_node(b.node);
   out->set_chiplet(b.chiplet);
   out->set_available_bytes(b.budget_bytes);
+  out->set_budget_bytes(b.budget_bytes);
+  out->set_device_available_bytes(b.device_available_bytes);
   out->set_other_bytes(b.other_bytes);
   out->set_kv_bytes(b.kv_bytes);
   out->set_kv_bytes_per_block(b.kv_bytes_per_block);

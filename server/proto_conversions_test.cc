@@ -75,6 +75,7 @@ TEST(ProtoConversionsTest, Bucket) {
   const BucketFit fit{.node = 1,
                       .chiplet = 2,
                       .budget_bytes = 100,
+                      .device_available_bytes = 150,
                       .other_bytes = 10,
                       .kv_bytes = 80,
                       .kv_bytes_per_block = 8,
@@ -83,7 +84,9 @@ TEST(ProtoConversionsTest, Bucket) {
   FillBucket(fit, &plan);
   EXPECT_EQ(plan.node(), 1);
   EXPECT_EQ(plan.chiplet(), 2);
-  EXPECT_EQ(plan.available_bytes(), 100);
+  EXPECT_EQ(plan.available_bytes(), 100);  // the budget, kept a release
+  EXPECT_EQ(plan.budget_bytes(), 100);
+  EXPECT_EQ(plan.device_available_bytes(), 150);
   EXPECT_EQ(plan.other_bytes(), 10);
   EXPECT_EQ(plan.kv_bytes(), 80);
   EXPECT_EQ(plan.kv_bytes_per_block(), 8);

@@ -311,6 +311,12 @@ TEST_F(E2eTest, BudgetInBytesIsPerDevice) {
   // RBLN-CA12 has one chiplet per device: the whole 10 GB is that chiplet's,
   // and 10GB is 10 x 2^30 bytes, as optimum-rbln-cli reads it.
   EXPECT_EQ(JsonU64(doc["fit"], "budget_per_chiplet"), 10737418240u);
+  // Each bucket says its budget and, apart, what the device holds.
+  for (const rapidjson::Value& bucket : doc["fit"]["buckets"].GetArray()) {
+    EXPECT_EQ(JsonU64(bucket, "budget_bytes"), 10737418240u);
+    EXPECT_EQ(JsonU64(bucket, "available_bytes"), 10737418240u);
+    EXPECT_EQ(JsonU64(bucket, "device_available_bytes"), 16877879296u);
+  }
   // The same budget spelled four ways fits the same count.
   const uint64_t count = DryRunFit("10GB", "./llama");
   EXPECT_EQ(DryRunFit("10GiB", "./llama"), count);

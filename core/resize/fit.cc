@@ -197,6 +197,7 @@ absl::StatusOr<MemoryPlan> PlanMemory(const Artifact& artifact,
   MemoryPlan plan;
   plan.buckets =
       DescribeBuckets(model, available, artifact.current_num_blocks());
+  for (BucketFit& b : plan.buckets) b.device_available_bytes = available;
   plan.max_fitting_num_blocks = FitModel(model, available).num_blocks;
   return plan;
 }
@@ -210,7 +211,11 @@ absl::StatusOr<FitResult> FitMemoryBudget(const Artifact& artifact,
                         model.granularity == BucketGranularity::kNode
                             ? budget.PerNodeBytes(device)
                             : budget.PerChipletBytes(device));
-  return FitModel(model, per_bucket);
+  FitResult result = FitModel(model, per_bucket);
+  for (BucketFit& b : result.buckets) {
+    b.device_available_bytes = AvailablePerBucket(model.granularity, device);
+  }
+  return result;
 }
 
 }  // namespace rbln

@@ -74,6 +74,8 @@ struct BucketFit {
   uint32_t node = 0;
   uint32_t chiplet = 0;
   uint64_t budget_bytes = 0;
+  // What the device's bucket holds, whatever the budget.
+  uint64_t device_available_bytes = 0;
   uint64_t other_bytes = 0;
   uint64_t kv_bytes = 0;            // kv(b, num_blocks)
   uint64_t kv_bytes_per_block = 0;  // raw, before alignment
