@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "core/os/env.h"
+#include "core/os/unique_fd.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -42,23 +43,6 @@ SteadyClock::time_point DeadlineAfter(absl::Duration duration) {
   return SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
                                   absl::ToChronoNanoseconds(duration));
 }
-
-// Closes a file descriptor on scope exit.
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() { Close(); }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-  int get() const { return fd_; }
-  void Close() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 // Owns posix_spawn's attribute objects for the duration of one spawn.
 struct SpawnSetup {
@@ -149,21 +133,27 @@ absl::StatusOr<std::string> FindExecutableOnPath(
       absl::StrCat(name, " not found on PATH (", search_path, ")"));
 }
 
-absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
-                                         const RunProcessOptions& options) {
-  if (argv.empty() || argv[0].empty()) {
-    return absl::InvalidArgumentError("no program to run");
-  }
-  const SteadyClock::time_point deadline = DeadlineAfter(options.timeout);
-  std::string program = argv[0];
-  if (program.find('/') == std::string::npos) {
-    const char* path = getenv("PATH");
-    absl::StatusOr<std::string> found =
-        FindExecutableOnPath(program, path != nullptr ? path : "");
-    if (!found.ok()) return found.status();
-    program = *found;
-  }
+namespace {
 
+// argv[0], looked up on $PATH when it has no '/'.
+absl::StatusOr<std::string> ResolveProgram(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = getenv("PATH");
+  return FindExecutableOnPath(name, path != nullptr ? path : "");
+}
+
+// A program started, with the read ends of its stdout and stderr.
+struct Spawned {
+  pid_t pid = -1;
+  UniqueFd out;
+  UniqueFd err;
+};
+
+// Starts `program` with the arguments argv[1..] as the header says: stdin
+// from /dev/null, stdout and stderr to pipes, default signal dispositions,
+// an empty signal mask, a process group of its own.
+absl::StatusOr<Spawned> Spawn(const std::string& program,
+                              const std::vector<std::string>& argv) {
   // Close-on-exec pipes: the child gets them only as its stdout and stderr
   // (dup2 clears the flag), and programs spawned concurrently on other
   // threads never hold them open.
@@ -172,13 +162,14 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   if (pipe2(out_pipe, O_CLOEXEC) != 0) {
     return ErrnoToStatus("pipe for", program, errno);
   }
-  FdCloser out_read(out_pipe[0]);
-  FdCloser out_write(out_pipe[1]);
+  Spawned spawned;
+  spawned.out = UniqueFd(out_pipe[0]);
+  UniqueFd out_write(out_pipe[1]);
   if (pipe2(err_pipe, O_CLOEXEC) != 0) {
     return ErrnoToStatus("pipe for", program, errno);
   }
-  FdCloser err_read(err_pipe[0]);
-  FdCloser err_write(err_pipe[1]);
+  spawned.err = UniqueFd(err_pipe[0]);
+  UniqueFd err_write(err_pipe[1]);
 
   SpawnSetup setup;
   posix_spawn_file_actions_addopen(&setup.actions, STDIN_FILENO, "/dev/null",
@@ -203,15 +194,15 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
                                             POSIX_SPAWN_SETSIGDEF |
                                             POSIX_SPAWN_SETPGROUP);
   std::vector<char*> args;
-  args.push_back(program.data());
+  args.push_back(const_cast<char*>(program.c_str()));
   for (size_t i = 1; i < argv.size(); ++i) {
     args.push_back(const_cast<char*>(argv[i].c_str()));
   }
   args.push_back(nullptr);
 
-  pid_t pid = -1;
-  const int spawn_error = posix_spawn(&pid, program.c_str(), &setup.actions,
-                                      &setup.attr, args.data(), environ);
+  const int spawn_error =
+      posix_spawn(&spawned.pid, program.c_str(), &setup.actions, &setup.attr,
+                  args.data(), environ);
   // The parent keeps only the read ends, so that end of file means the
   // program (and everything it started) closed its output.
   out_write.Close();
@@ -220,20 +211,32 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     return absl::NotFoundError(absl::StrCat(program, " not found"));
   }
   if (spawn_error != 0) return ErrnoToStatus("run", program, spawn_error);
+  return spawned;
+}
 
-  ProcessResult result;
+absl::Status TimedOut(const std::string& program, pid_t pid,
+                      const RunProcessOptions& options) {
+  KillAndReap(pid);
+  return absl::DeadlineExceededError(
+      absl::StrCat(program, " did not answer within ",
+                   FormatSeconds(options.timeout), "; killed it"));
+}
+
+// Reads the program's stdout and stderr into `result` until both are
+// closed; kills it past `deadline` or past max_output_bytes of stdout.
+absl::Status ReadOutput(const std::string& program, const Spawned& spawned,
+                        SteadyClock::time_point deadline,
+                        const RunProcessOptions& options,
+                        ProcessResult* result) {
   bool stdout_overflow = false;
   bool stderr_overflow = false;
-  pollfd fds[2] = {{out_read.get(), POLLIN, 0}, {err_read.get(), POLLIN, 0}};
-  const auto timed_out = [&]() {
-    KillAndReap(pid);
-    return absl::DeadlineExceededError(
-        absl::StrCat(program, " did not answer within ",
-                     FormatSeconds(options.timeout), "; killed it"));
-  };
+  pollfd fds[2] = {{spawned.out.get(), POLLIN, 0},
+                   {spawned.err.get(), POLLIN, 0}};
   while (fds[0].fd >= 0 || fds[1].fd >= 0) {
     const SteadyClock::duration left = deadline - SteadyClock::now();
-    if (left <= SteadyClock::duration::zero()) return timed_out();
+    if (left <= SteadyClock::duration::zero()) {
+      return TimedOut(program, spawned.pid, options);
+    }
     // Rounded up, so that poll() never wakes just before the deadline.
     const int ready =
         poll(fds, 2,
@@ -242,35 +245,41 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     if (ready < 0 && errno != EINTR) {
       const absl::Status status =
           ErrnoToStatus("poll output of", program, errno);
-      KillAndReap(pid);
+      KillAndReap(spawned.pid);
       return status;
     }
     for (int i = 0; i < 2 && ready > 0; ++i) {
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
       const bool open = i == 0 ? Drain(fds[i].fd, options.max_output_bytes,
-                                       &result.stdout_text, &stdout_overflow)
+                                       &result->stdout_text, &stdout_overflow)
                                : Drain(fds[i].fd, kMaxStderrBytes,
-                                       &result.stderr_text, &stderr_overflow);
+                                       &result->stderr_text, &stderr_overflow);
       if (!open) fds[i].fd = -1;  // poll() skips negative descriptors
     }
     if (stdout_overflow) {
-      KillAndReap(pid);
+      KillAndReap(spawned.pid);
       return absl::ResourceExhaustedError(
           absl::StrCat(program, " printed more than ", options.max_output_bytes,
                        " bytes; killed it"));
     }
   }
+  return absl::OkStatus();
+}
 
-  // Output closed; the program may still linger (or have closed its output
-  // early on purpose), so the wait is bounded by the same deadline.
+// Waits for the program to exit, by the same deadline, into
+// result->exit_status.
+absl::Status WaitForResult(const std::string& program, pid_t pid,
+                           SteadyClock::time_point deadline,
+                           const RunProcessOptions& options,
+                           ProcessResult* result) {
   absl::Duration pause = absl::Milliseconds(1);
   while (true) {
     int status = 0;
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) {
       if (WIFEXITED(status)) {
-        result.exit_status = WEXITSTATUS(status);
-        return result;
+        result->exit_status = WEXITSTATUS(status);
+        return absl::OkStatus();
       }
       const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
       return absl::UnavailableError(absl::StrCat(
@@ -279,10 +288,35 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
     if (done < 0 && errno != EINTR) {
       return ErrnoToStatus("wait for", program, errno);
     }
-    if (SteadyClock::now() >= deadline) return timed_out();
+    if (SteadyClock::now() >= deadline) {
+      return TimedOut(program, pid, options);
+    }
     absl::SleepFor(pause);
     pause = std::min(pause * 2, absl::Milliseconds(20));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
+                                         const RunProcessOptions& options) {
+  if (argv.empty() || argv[0].empty()) {
+    return absl::InvalidArgumentError("no program to run");
+  }
+  const SteadyClock::time_point deadline = DeadlineAfter(options.timeout);
+  absl::StatusOr<std::string> program = ResolveProgram(argv[0]);
+  if (!program.ok()) return program.status();
+  absl::StatusOr<Spawned> spawned = Spawn(*program, argv);
+  if (!spawned.ok()) return spawned.status();
+  ProcessResult result;
+  absl::Status status =
+      ReadOutput(*program, *spawned, deadline, options, &result);
+  if (!status.ok()) return status;
+  // Output closed; the program may still linger (or have closed its output
+  // early on purpose), so the wait is bounded by the same deadline.
+  status = WaitForResult(*program, spawned->pid, deadline, options, &result);
+  if (!status.ok()) return status;
+  return result;
 }
 
 absl::StatusOr<std::string> RunProcessForOutput(
