@@ -54,16 +54,17 @@ void CountArtifactCacheLookup(CacheLookup result);
 
 // A read from the files that the artifact cache did not keep, by why: a file
 // it read may change without its status showing it (open for writing
-// somewhere, or on a tmpfs: Env::MayChangeUnseen), a file or directory
+// somewhere, or on a tmpfs: Freshness::MayChangeUnseen), a file or directory
 // changed within the racy window before the read, a directory's name names
 // another directory now, the cache was cleared (SIGHUP) during the read, or
 // what was read could not be looked at again.
 enum class CacheNotKept { kChanging, kRecent, kMoved, kCleared, kGone };
 void CountArtifactCacheNotKept(CacheNotKept why);
 
-// A lookup checked that a held directory's name (core/os/env.h, HeldDir)
-// still names it unchanged: answered by the directory watches, with no
-// system call but one poll (core/os/dir_watch.h), or by looking at the name.
+// A lookup checked that a held directory's name (core/os/freshness.h,
+// HeldDir) still names it unchanged: answered by the directory watches, with
+// no system call but one poll (core/os/dir_watch.h), or by looking at the
+// name.
 enum class DirCheck { kWatched, kLooked };
 void CountDirCheck(DirCheck how);
 

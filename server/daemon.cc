@@ -125,8 +125,6 @@ std::optional<DaemonError> Daemon::Prepare() {
                        "; create it or give --listen")};
     }
   }
-  SetReadLeasesEnabled(config_.read_leases);
-  DirWatch::SetEnabled(config_.dir_watch);
   // The TLS files are checked here, so that a bad set is a start-up error;
   // the copies gRPC serves from are made once the store is open
   // (server/tls_files.h).
@@ -236,6 +234,8 @@ std::optional<DaemonError> Daemon::OpenStore() {
   store_options.external_codec = external_codec_.get();
   store_options.old_version_grace = config_.old_version_grace;
   store_options.device_provider = dram_.get();
+  store_options.freshness = {.read_leases = config_.read_leases,
+                             .dir_watch = config_.dir_watch};
   absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
       ArtifactStore::Open(config_.store_dir, std::move(store_options));
   if (!store.ok()) {

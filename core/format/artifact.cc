@@ -36,11 +36,17 @@ struct OpenedConfig {
   std::string graph_dir;
   // Before the graphs are read; zero when it cannot be looked at.
   FileStat graph_dir_stat{};
-  // rbln_config.json may change unseen (Env::MayChangeUnseen).
+  // rbln_config.json may change unseen (Freshness::MayChangeUnseen).
   bool may_change_unseen = false;
 };
 
-absl::StatusOr<OpenedConfig> OpenConfig(Env* env, const std::string& dir) {
+// Whether `path` may change unseen, where `freshness` (may be null) tells.
+bool MayChangeUnseen(Freshness* freshness, const std::string& path) {
+  return freshness != nullptr && freshness->MayChangeUnseen(path);
+}
+
+absl::StatusOr<OpenedConfig> OpenConfig(Env* env, const std::string& dir,
+                                        Freshness* freshness) {
   OpenedConfig opened;
   absl::StatusOr<FileStat> dir_stat = env->Stat(dir);
   if (absl::IsNotFound(dir_stat.status())) {
@@ -61,7 +67,7 @@ absl::StatusOr<OpenedConfig> OpenConfig(Env* env, const std::string& dir) {
   // its mapping in to write, which sets the file's times (but on a tmpfs,
   // which MayChangeUnseen answers for), and ArtifactCache's racy rule sees
   // them.
-  opened.may_change_unseen = env->MayChangeUnseen(config_path);
+  opened.may_change_unseen = MayChangeUnseen(freshness, config_path);
   absl::StatusOr<std::string> text =
       env->ReadFileToString(config_path, kMaxConfigBytes);
   if (absl::IsNotFound(text.status())) {
@@ -166,7 +172,8 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
                                         const ArtifactOptions& options) {
   Artifact artifact;
   artifact.dir_ = dir;
-  RBLN_ASSIGN_OR_RETURN(OpenedConfig opened, OpenConfig(env, dir));
+  RBLN_ASSIGN_OR_RETURN(OpenedConfig opened,
+                        OpenConfig(env, dir, options.freshness));
   artifact.dir_stat_ = opened.dir_stat;
   artifact.graph_dir_stat_ = opened.graph_dir_stat;
   artifact.may_change_unseen_ = opened.may_change_unseen;
@@ -182,14 +189,14 @@ absl::StatusOr<Artifact> Artifact::Open(Env* env, const std::string& dir,
 
 absl::Status Artifact::ReadGraphs(Env* env, const ArtifactOptions& options) {
   if (!config_.decoder_submodule.empty()) {
-    RBLN_RETURN_IF_ERROR(ReadSubmodule(env));
+    RBLN_RETURN_IF_ERROR(ReadSubmodule(env, options.freshness));
   }
   RBLN_RETURN_IF_ERROR(InspectGraphs(env, options));
   if (options.verify_payload) RBLN_RETURN_IF_ERROR(VerifyPayloads(env, *this));
   return TakePrefillFacts();
 }
 
-absl::Status Artifact::ReadSubmodule(Env* env) {
+absl::Status Artifact::ReadSubmodule(Env* env, Freshness* freshness) {
   const std::string& sub = config_.decoder_submodule;
   // The top directory: everything but the config and the decoder's
   // directory is a companion (other submodules included).
@@ -211,7 +218,8 @@ absl::Status Artifact::ReadSubmodule(Env* env) {
         "there: copy the whole saved directory"));
   }
   const std::string sub_config = JoinPath(graph_dir_, kRblnConfigFileName);
-  may_change_unseen_ = env->MayChangeUnseen(sub_config) || may_change_unseen_;
+  may_change_unseen_ =
+      MayChangeUnseen(freshness, sub_config) || may_change_unseen_;
   absl::StatusOr<std::string> text =
       env->ReadFileToString(sub_config, kMaxConfigBytes);
   if (text.ok()) {
@@ -247,7 +255,7 @@ absl::Status Artifact::InspectGraphs(Env* env, const ArtifactOptions& options) {
     RBLN_ASSIGN_OR_RETURN(file.stat, env->Stat(file.path));
     // Such a file may change under an unchanged identity: what the inspect
     // cache holds for it is not to be trusted, nor kept.
-    const bool unseen = env->MayChangeUnseen(file.path);
+    const bool unseen = MayChangeUnseen(options.freshness, file.path);
     may_change_unseen_ = unseen || may_change_unseen_;
     RBLN_ASSIGN_OR_RETURN(std::string first_bytes, Sniff(env, file.path));
     RBLN_ASSIGN_OR_RETURN(file.codec, ChooseCodec(file.path, first_bytes,
@@ -475,8 +483,9 @@ uint64_t Artifact::compiled_num_blocks() const {
 }
 
 absl::StatusOr<ArtifactSummary> ReadArtifactSummary(Env* env,
-                                                    const std::string& dir) {
-  RBLN_ASSIGN_OR_RETURN(OpenedConfig opened, OpenConfig(env, dir));
+                                                    const std::string& dir,
+                                                    Freshness* freshness) {
+  RBLN_ASSIGN_OR_RETURN(OpenedConfig opened, OpenConfig(env, dir, freshness));
   ArtifactSummary summary;
   summary.dir_stat = opened.dir_stat;
   summary.graph_dir_stat = opened.graph_dir_stat;
@@ -504,7 +513,7 @@ absl::StatusOr<ArtifactSummary> ReadArtifactSummary(Env* env,
   const std::string prefill = JoinPath(
       opened.graph_dir, absl::StrCat(kPrefillGraphName, kContainerExtension));
   summary.may_change_unseen =
-      env->MayChangeUnseen(prefill) || summary.may_change_unseen;
+      MayChangeUnseen(freshness, prefill) || summary.may_change_unseen;
   absl::StatusOr<std::unique_ptr<RandomAccessFile>> file =
       env->NewRandomAccessFile(prefill);
   if (!file.ok()) return summary;

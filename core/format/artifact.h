@@ -24,6 +24,7 @@
 #include "core/format/inspect_cache.h"
 #include "core/format/rbln_config.h"
 #include "core/os/env.h"
+#include "core/os/freshness.h"
 
 namespace rbln {
 
@@ -66,6 +67,9 @@ struct ArtifactOptions {
   ContainerCodec* external_codec = nullptr;
   // Where inspect results are kept between requests; null: none.
   InspectCache* inspect_cache = nullptr;
+  // Tells which files may change unseen (Freshness::MayChangeUnseen; the
+  // Freshness of the paths `env` takes); null: none is taken to.
+  Freshness* freshness = nullptr;
 };
 
 class Artifact {
@@ -104,9 +108,9 @@ class Artifact {
   // graph_dir() as the graphs were read from it (ArtifactCache compares it).
   const FileStat& graph_dir_stat() const { return graph_dir_stat_; }
   // A file this was read from may change without its status changing
-  // (Env::MayChangeUnseen: open for writing somewhere when it was read, or
-  // on a tmpfs), so ArtifactCache does not keep this, and such graphs were
-  // inspected without the inspect cache.
+  // (Freshness::MayChangeUnseen: open for writing somewhere when it was
+  // read, or on a tmpfs), so ArtifactCache does not keep this, and such
+  // graphs were inspected without the inspect cache.
   bool may_change_unseen() const { return may_change_unseen_; }
   // The submodule's own rbln_config.json, when it has one.
   const std::optional<std::string>& submodule_config_text() const {
@@ -152,7 +156,8 @@ class Artifact {
   absl::Status ReadGraphs(Env* env, const ArtifactOptions& options);
   // A submodule layout: the top directory's companions and the decoder's own
   // copy of its config, which must agree on kvcache_num_blocks.
-  absl::Status ReadSubmodule(Env* env);
+  // `freshness` as ArtifactOptions::freshness.
+  absl::Status ReadSubmodule(Env* env, Freshness* freshness);
   // Inspects each `.rbln` file of graph_dir_ through its codec (and the
   // inspect cache); every other file is a companion.
   absl::Status InspectGraphs(Env* env, const ArtifactOptions& options);
@@ -205,8 +210,10 @@ struct ArtifactSummary {
 // Reads `dir`'s rbln_config.json (NOT_FOUND when `dir` or the config is
 // missing; the config's own errors as ParseRblnConfig). Never fails because
 // of a graph file: what cannot be read from one is reported unknown.
-absl::StatusOr<ArtifactSummary> ReadArtifactSummary(Env* env,
-                                                    const std::string& dir);
+// `freshness` (may be null) tells may_change_unseen, as
+// ArtifactOptions::freshness does.
+absl::StatusOr<ArtifactSummary> ReadArtifactSummary(
+    Env* env, const std::string& dir, Freshness* freshness = nullptr);
 
 // Streams the payload of every built-in container of `artifact` through `env`
 // and checks its segment checksums (VerifyPayload). Files of an external

@@ -87,12 +87,13 @@ uint64_t SourcesBytes(const std::vector<std::string>& dirs,
 }  // namespace
 
 std::shared_ptr<const Artifact> ArtifactCache::FindArtifact(
-    Env* env, const std::string& dir) {
-  std::optional<Entry> entry = Find(env, KeyRef(env, dir, Kind::kArtifact));
+    Freshness* freshness, const std::string& dir) {
+  std::optional<Entry> entry =
+      Find(freshness, KeyRef(freshness, dir, Kind::kArtifact));
   return entry.has_value() ? entry->artifact : nullptr;
 }
 
-void ArtifactCache::InsertArtifact(Env* env,
+void ArtifactCache::InsertArtifact(Freshness* freshness,
                                    std::shared_ptr<const Artifact> artifact,
                                    absl::Time read_start) {
   if (artifact->may_change_unseen()) {
@@ -114,21 +115,22 @@ void ArtifactCache::InsertArtifact(Env* env,
   const uint64_t bytes = ArtifactBytes(*artifact);
   const FileStat read_dirs[] = {artifact->dir_stat(),
                                 artifact->graph_dir_stat()};
-  Key key{env, artifact->dir(), Kind::kArtifact};
+  Key key{freshness, artifact->dir(), Kind::kArtifact};
   Entry entry;
   entry.artifact = std::move(artifact);
-  Insert(env, std::move(key), std::move(sources), std::move(entry), bytes,
+  Insert(freshness, std::move(key), std::move(sources), std::move(entry), bytes,
          read_dirs, read_start);
 }
 
 std::shared_ptr<const ArtifactSummary> ArtifactCache::FindSummary(
-    Env* env, const std::string& dir) {
-  std::optional<Entry> entry = Find(env, KeyRef(env, dir, Kind::kSummary));
+    Freshness* freshness, const std::string& dir) {
+  std::optional<Entry> entry =
+      Find(freshness, KeyRef(freshness, dir, Kind::kSummary));
   return entry.has_value() ? entry->summary : nullptr;
 }
 
 void ArtifactCache::InsertSummary(
-    Env* env, const std::string& dir,
+    Freshness* freshness, const std::string& dir,
     std::shared_ptr<const ArtifactSummary> summary, absl::Time read_start) {
   if (summary->may_change_unseen) {
     CountArtifactCacheNotKept(CacheNotKept::kChanging);
@@ -151,11 +153,11 @@ void ArtifactCache::InsertSummary(
   const FileStat read_dirs[] = {summary->dir_stat, summary->graph_dir_stat};
   Entry entry;
   entry.summary = std::move(summary);
-  Insert(env, Key{env, dir, Kind::kSummary}, std::move(sources),
+  Insert(freshness, Key{freshness, dir, Kind::kSummary}, std::move(sources),
          std::move(entry), bytes, read_dirs, read_start);
 }
 
-std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
+std::optional<ArtifactCache::Entry> ArtifactCache::Find(Freshness* freshness,
                                                         const KeyRef& key) {
   std::optional<Entry> entry;
   {
@@ -175,8 +177,9 @@ std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
     const HeldDir* held = sources.held[i].get();
     absl::StatusOr<DirStats> now =
         held != nullptr
-            ? env->StatEntriesAgain(*held, sources.dirs[i], sources.names[i])
-            : env->StatEntries(sources.dirs[i], sources.names[i]);
+            ? freshness->StatEntriesAgain(*held, sources.dirs[i],
+                                          sources.names[i])
+            : freshness->StatEntries(sources.dirs[i], sources.names[i]);
     same = now.ok() && SameDir(*now, sources.seen[i]);
   }
   if (same) {
@@ -194,8 +197,9 @@ std::optional<ArtifactCache::Entry> ArtifactCache::Find(Env* env,
   return std::nullopt;
 }
 
-void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
-                           uint64_t bytes, absl::Span<const FileStat> read_dirs,
+void ArtifactCache::Insert(Freshness* freshness, Key key, Sources sources,
+                           Entry entry, uint64_t bytes,
+                           absl::Span<const FileStat> read_dirs,
                            absl::Time read_start) {
   const absl::Time threshold = read_start - racy_window_;
   const auto not_kept = [](CacheNotKept why) {
@@ -204,7 +208,7 @@ void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
   for (size_t i = 0; i < sources.dirs.size(); ++i) {
     std::unique_ptr<HeldDir> held;
     absl::StatusOr<DirStats> seen =
-        env->StatAndHoldEntries(sources.dirs[i], sources.names[i], &held);
+        freshness->StatAndHoldEntries(sources.dirs[i], sources.names[i], &held);
     if (!seen.ok()) return not_kept(CacheNotKept::kGone);
     if (seen->written) return not_kept(CacheNotKept::kChanging);
     if (IsRacy(seen->dir, threshold)) return not_kept(CacheNotKept::kRecent);
@@ -235,11 +239,11 @@ void ArtifactCache::Insert(Env* env, Key key, Sources sources, Entry entry,
   entries_.Insert(std::move(key), std::move(entry), bytes, &dropped);
 }
 
-void ArtifactCache::Erase(Env* env, const std::string& dir) {
+void ArtifactCache::Erase(Freshness* freshness, const std::string& dir) {
   std::vector<Entry> dropped;  // as in Insert
   absl::MutexLock lock(&mu_);
   for (Kind kind : {Kind::kArtifact, Kind::kSummary}) {
-    entries_.Erase(KeyRef(env, dir, kind), &dropped);
+    entries_.Erase(KeyRef(freshness, dir, kind), &dropped);
   }
 }
 

@@ -6,9 +6,9 @@
 // An entry records the identity (device, inode, size, mtime, ctime) of the
 // artifact's directory, of its rbln_config.json and of every graph file it
 // read, and for a multimodal artifact of the submodule's directory and its
-// files. A lookup checks them again with one Env::StatEntriesAgain per
-// directory (one fstatat per file, none for a file the Env holds a read
-// lease on: core/os/read_lease.h) and misses on any difference. A directory's
+// files. A lookup checks them again with one Freshness::StatEntriesAgain per
+// directory (core/os/freshness.h: one fstatat per file, none for a file it
+// holds a read lease on) and misses on any difference. A directory's
 // mtime and ctime change whenever an entry is added, removed or renamed in it,
 // so a graph or companion that appears or goes misses too; our commits swap in
 // a new directory (a new inode), and the store also erases the entries of
@@ -60,6 +60,7 @@
 #include "core/format/artifact.h"
 #include "core/lru_by_bytes.h"
 #include "core/os/env.h"
+#include "core/os/freshness.h"
 
 namespace rbln {
 
@@ -77,25 +78,30 @@ class ArtifactCache {
                          absl::Duration racy_window = kDefaultRacyWindow)
       : racy_window_(racy_window), entries_(max_bytes) {}
 
-  // The artifact read through `env` from `dir`, when it is held and every
-  // file it was read from is unchanged; else null.
-  std::shared_ptr<const Artifact> FindArtifact(Env* env,
+  // Entries are kept per Freshness (one per root: the paths they take are
+  // resolved beneath it), which checks the files they were read from.
+
+  // The artifact read from `dir` (as `freshness` resolves it), when it is
+  // held and every file it was read from is unchanged; else null.
+  std::shared_ptr<const Artifact> FindArtifact(Freshness* freshness,
                                                const std::string& dir);
-  // Keeps `artifact`, opened through `env` by a read that began at
+  // Keeps `artifact`, opened from the paths `freshness` checks by a read
+  // that began at
   // `read_start`, unless a file it came from changed too recently (see the
   // file comment) or cannot be looked at.
-  void InsertArtifact(Env* env, std::shared_ptr<const Artifact> artifact,
+  void InsertArtifact(Freshness* freshness,
+                      std::shared_ptr<const Artifact> artifact,
                       absl::Time read_start);
 
-  // The same for ReadArtifactSummary(env, dir).
-  std::shared_ptr<const ArtifactSummary> FindSummary(Env* env,
+  // The same for ReadArtifactSummary(env, dir, freshness).
+  std::shared_ptr<const ArtifactSummary> FindSummary(Freshness* freshness,
                                                      const std::string& dir);
-  void InsertSummary(Env* env, const std::string& dir,
+  void InsertSummary(Freshness* freshness, const std::string& dir,
                      std::shared_ptr<const ArtifactSummary> summary,
                      absl::Time read_start);
 
   // Drops what is held for `dir` (after a write there).
-  void Erase(Env* env, const std::string& dir);
+  void Erase(Freshness* freshness, const std::string& dir);
   // Drops every entry, and with them the directories and read leases they
   // hold open, so that a file system they are on can be unmounted; a read
   // that began before this call keeps nothing either (told by its
@@ -114,36 +120,36 @@ class ArtifactCache {
     std::vector<std::string> dirs;
     std::vector<std::vector<std::string>> names;
     std::vector<DirStats> seen;
-    // Each directory kept open where the Env could (else null), so that a
+    // Each directory kept open where the Freshness could (else null), so that a
     // lookup costs one fstatat per file and one for the directory's name.
     std::vector<std::unique_ptr<HeldDir>> held;
   };
   enum class Kind { kArtifact, kSummary };
   struct Key {
-    const Env* env;
+    const Freshness* freshness;
     std::string dir;
     Kind kind;
   };
   // A key to look up by, without copying the directory's name.
   struct KeyRef {
-    KeyRef(const Env* env, absl::string_view dir, Kind kind)
-        : env(env), dir(dir), kind(kind) {}
+    KeyRef(const Freshness* freshness, absl::string_view dir, Kind kind)
+        : freshness(freshness), dir(dir), kind(kind) {}
     KeyRef(const Key& key)  // NOLINT: a Key is looked up as its KeyRef
-        : KeyRef(key.env, key.dir, key.kind) {}
-    const Env* env;
+        : KeyRef(key.freshness, key.dir, key.kind) {}
+    const Freshness* freshness;
     absl::string_view dir;
     Kind kind;
   };
   struct KeyHash {
     using is_transparent = void;
     size_t operator()(const KeyRef& key) const {
-      return absl::HashOf(key.env, key.dir, key.kind);
+      return absl::HashOf(key.freshness, key.dir, key.kind);
     }
   };
   struct KeyEq {
     using is_transparent = void;
     bool operator()(const KeyRef& a, const KeyRef& b) const {
-      return a.env == b.env && a.kind == b.kind && a.dir == b.dir;
+      return a.freshness == b.freshness && a.kind == b.kind && a.dir == b.dir;
     }
   };
   struct Entry {
@@ -154,14 +160,15 @@ class ArtifactCache {
 
   // The entry for `key` when its sources are unchanged (counted as a hit),
   // else nullopt (a miss).
-  std::optional<Entry> Find(Env* env, const KeyRef& key);
+  std::optional<Entry> Find(Freshness* freshness, const KeyRef& key);
   // Looks at `sources` (dirs and names set) and keeps `entry` under `key`
   // when none of them is racy and each directory is still the one whose
   // status the read took before reading from it (`read_dirs`, one per
   // directory of `sources`).
   // `bytes`: an estimate of the memory the result holds.
-  void Insert(Env* env, Key key, Sources sources, Entry entry, uint64_t bytes,
-              absl::Span<const FileStat> read_dirs, absl::Time read_start);
+  void Insert(Freshness* freshness, Key key, Sources sources, Entry entry,
+              uint64_t bytes, absl::Span<const FileStat> read_dirs,
+              absl::Time read_start);
 
   const absl::Duration racy_window_;
   mutable absl::Mutex mu_;

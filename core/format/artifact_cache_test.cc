@@ -24,6 +24,7 @@
 #include "core/format/inspect_cache.h"
 #include "core/metrics.h"
 #include "core/os/env.h"
+#include "core/os/freshness.h"
 #include "core/os/read_lease.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
@@ -70,14 +71,16 @@ class ArtifactCacheTest : public ::testing::Test {
   }
 
   std::shared_ptr<const Artifact> Open() {
-    absl::StatusOr<Artifact> artifact = Artifact::Open(env_, dir_);
+    absl::StatusOr<Artifact> artifact =
+        Artifact::Open(env_, dir_, {.freshness = freshness_});
     EXPECT_TRUE(artifact.ok()) << artifact.status();
     if (!artifact.ok()) return nullptr;
     return std::make_shared<const Artifact>(*std::move(artifact));
   }
 
   std::shared_ptr<const ArtifactSummary> Summary() {
-    absl::StatusOr<ArtifactSummary> summary = ReadArtifactSummary(env_, dir_);
+    absl::StatusOr<ArtifactSummary> summary =
+        ReadArtifactSummary(env_, dir_, freshness_);
     EXPECT_TRUE(summary.ok()) << summary.status();
     if (!summary.ok()) return nullptr;
     return std::make_shared<const ArtifactSummary>(*std::move(summary));
@@ -94,34 +97,37 @@ class ArtifactCacheTest : public ::testing::Test {
   }
 
   Env* env_ = Env::Default();
+  // Env::Default()'s paths: any.
+  const std::unique_ptr<Freshness> owned_freshness_ = NewPosixFreshness();
+  Freshness* const freshness_ = owned_freshness_.get();
   testing::TempDir tmp_;
   std::string dir_;
   ArtifactCache cache_;
 };
 
 TEST_F(ArtifactCacheTest, AnUnchangedArtifactIsServedFromTheCache) {
-  EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindArtifact(freshness_, dir_), nullptr);
   std::shared_ptr<const Artifact> artifact = Open();
   ASSERT_NE(artifact, nullptr);
-  cache_.InsertArtifact(env_, artifact, ReadLater());
+  cache_.InsertArtifact(freshness_, artifact, ReadLater());
   EXPECT_EQ(cache_.size(), 1u);
-  EXPECT_EQ(cache_.FindArtifact(env_, dir_), artifact);
-  EXPECT_EQ(cache_.FindArtifact(env_, dir_), artifact);
+  EXPECT_EQ(cache_.FindArtifact(freshness_, dir_), artifact);
+  EXPECT_EQ(cache_.FindArtifact(freshness_, dir_), artifact);
   EXPECT_EQ(cache_.hits(), 2u);
   EXPECT_EQ(cache_.misses(), 1u);
   // Summaries are kept apart.
-  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindSummary(freshness_, dir_), nullptr);
 }
 
 TEST_F(ArtifactCacheTest, FilesChangedJustBeforeTheReadAreNotKept) {
   // The test's files were written a moment ago: a read beginning now could
   // share their timestamp tick with a second, unseen change.
   const double recent = NotKept("recent");
-  cache_.InsertArtifact(env_, Open(), absl::Now());
-  cache_.InsertSummary(env_, dir_, Summary(), absl::Now());
+  cache_.InsertArtifact(freshness_, Open(), absl::Now());
+  cache_.InsertSummary(freshness_, dir_, Summary(), absl::Now());
   EXPECT_EQ(cache_.size(), 0u);
   EXPECT_EQ(NotKept("recent"), recent + 2);
-  EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindArtifact(freshness_, dir_), nullptr);
 }
 
 // Each way a file an artifact was read from can change makes the next
@@ -136,13 +142,13 @@ class ArtifactCacheChangeTest : public ArtifactCacheTest,
                                 public ::testing::WithParamInterface<Change> {};
 
 TEST_P(ArtifactCacheChangeTest, MissesTheArtifactAndTheSummary) {
-  cache_.InsertArtifact(env_, Open(), ReadLater());
-  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
-  ASSERT_NE(cache_.FindArtifact(env_, dir_), nullptr);
-  ASSERT_NE(cache_.FindSummary(env_, dir_), nullptr);
+  cache_.InsertArtifact(freshness_, Open(), ReadLater());
+  cache_.InsertSummary(freshness_, dir_, Summary(), ReadLater());
+  ASSERT_NE(cache_.FindArtifact(freshness_, dir_), nullptr);
+  ASSERT_NE(cache_.FindSummary(freshness_, dir_), nullptr);
   GetParam().apply(this);
-  EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
-  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindArtifact(freshness_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindSummary(freshness_, dir_), nullptr);
   EXPECT_EQ(cache_.size(), 0u);
 }
 
@@ -210,14 +216,14 @@ TEST_F(ArtifactCacheTest, AReadWhoseDirectoryWasExchangedAboveItIsNotKept) {
   ASSERT_EQ(renameat2(AT_FDCWD, tmp_.Join("p").c_str(), AT_FDCWD,
                       tmp_.Join("q").c_str(), RENAME_EXCHANGE),
             0);
-  cache_.InsertArtifact(env_, artifact, ReadLater());
-  cache_.InsertSummary(env_, dir_, summary, ReadLater());
+  cache_.InsertArtifact(freshness_, artifact, ReadLater());
+  cache_.InsertSummary(freshness_, dir_, summary, ReadLater());
   EXPECT_EQ(cache_.size(), 0u);
-  EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
-  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindArtifact(freshness_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindSummary(freshness_, dir_), nullptr);
   // Read again where the name now leads, it is kept.
-  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
-  EXPECT_NE(cache_.FindSummary(env_, dir_), nullptr);
+  cache_.InsertSummary(freshness_, dir_, Summary(), ReadLater());
+  EXPECT_NE(cache_.FindSummary(freshness_, dir_), nullptr);
 }
 
 TEST_F(ArtifactCacheTest, AReadWhoseSubmoduleDirectoryWasExchangedIsNotKept) {
@@ -249,28 +255,28 @@ TEST_F(ArtifactCacheTest, AReadWhoseSubmoduleDirectoryWasExchangedIsNotKept) {
   ASSERT_EQ(renameat2(AT_FDCWD, sub.c_str(), AT_FDCWD, other.c_str(),
                       RENAME_EXCHANGE),
             0);
-  cache_.InsertArtifact(env_, artifact, ReadLater());
-  cache_.InsertSummary(env_, dir_, summary, ReadLater());
+  cache_.InsertArtifact(freshness_, artifact, ReadLater());
+  cache_.InsertSummary(freshness_, dir_, summary, ReadLater());
   EXPECT_EQ(cache_.size(), 0u);
-  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
-  EXPECT_NE(cache_.FindSummary(env_, dir_), nullptr);
+  cache_.InsertSummary(freshness_, dir_, Summary(), ReadLater());
+  EXPECT_NE(cache_.FindSummary(freshness_, dir_), nullptr);
 }
 
 TEST_F(ArtifactCacheTest, EraseDropsBothKinds) {
-  cache_.InsertArtifact(env_, Open(), ReadLater());
-  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  cache_.InsertArtifact(freshness_, Open(), ReadLater());
+  cache_.InsertSummary(freshness_, dir_, Summary(), ReadLater());
   EXPECT_EQ(cache_.size(), 2u);
-  cache_.Erase(env_, dir_);
+  cache_.Erase(freshness_, dir_);
   EXPECT_EQ(cache_.size(), 0u);
-  EXPECT_EQ(cache_.FindArtifact(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindArtifact(freshness_, dir_), nullptr);
 }
 
 TEST_F(ArtifactCacheTest, ClearDropsEverythingAndWhatAReadBeganBefore) {
   // No racy window: a read that begins now could be kept.
   ArtifactCache cache(ArtifactCache::kDefaultMaxBytes, absl::ZeroDuration());
   const int leases_before = ReadLeasesHeld();
-  cache.InsertArtifact(env_, Open(), absl::Now());
-  cache.InsertSummary(env_, dir_, Summary(), absl::Now());
+  cache.InsertArtifact(freshness_, Open(), absl::Now());
+  cache.InsertSummary(freshness_, dir_, Summary(), absl::Now());
   ASSERT_EQ(cache.size(), 2u);
   const absl::Time began = absl::Now();
   std::shared_ptr<const ArtifactSummary> summary = Summary();
@@ -278,14 +284,14 @@ TEST_F(ArtifactCacheTest, ClearDropsEverythingAndWhatAReadBeganBefore) {
   EXPECT_EQ(cache.size(), 0u);
   // What the entries held open is let go (a file system can be unmounted).
   EXPECT_EQ(ReadLeasesHeld(), leases_before);
-  EXPECT_EQ(cache.FindSummary(env_, dir_), nullptr);
+  EXPECT_EQ(cache.FindSummary(freshness_, dir_), nullptr);
   // A read that was running keeps nothing; one begun since is kept.
   const double cleared = NotKept("cleared");
-  cache.InsertSummary(env_, dir_, summary, began);
+  cache.InsertSummary(freshness_, dir_, summary, began);
   EXPECT_EQ(cache.size(), 0u);
   EXPECT_EQ(NotKept("cleared"), cleared + 1);
   absl::SleepFor(absl::Milliseconds(1));
-  cache.InsertSummary(env_, dir_, Summary(), absl::Now());
+  cache.InsertSummary(freshness_, dir_, Summary(), absl::Now());
   EXPECT_EQ(cache.size(), 1u);
 }
 
@@ -300,7 +306,7 @@ class ArtifactCacheWriterTest : public ArtifactCacheTest {
     // Not where this machine can have no read lease (an overlay or network
     // file system, neither root nor the files' owner).
     const int before = ReadLeasesHeld();
-    cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+    cache_.InsertSummary(freshness_, dir_, Summary(), ReadLater());
     const bool leased = ReadLeasesHeld() > before;
     cache_.Clear();
     if (!leased) GTEST_SKIP() << "no read lease can be had on " << config_;
@@ -342,17 +348,17 @@ TEST_F(ArtifactCacheWriterTest, AFileMappedForWritingIsNotCached) {
   EXPECT_TRUE(summary->may_change_unseen);
   EXPECT_TRUE(artifact->may_change_unseen());
   const double changing = NotKept("changing");
-  cache_.InsertSummary(env_, dir_, summary, ReadLater());
-  cache_.InsertArtifact(env_, artifact, ReadLater());
+  cache_.InsertSummary(freshness_, dir_, summary, ReadLater());
+  cache_.InsertArtifact(freshness_, artifact, ReadLater());
   EXPECT_EQ(cache_.size(), 0u);
   // What an operator sees when the hit rate drops (docs/metrics.md).
   EXPECT_EQ(NotKept("changing"), changing + 2);
-  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindSummary(freshness_, dir_), nullptr);
   // Once it is gone, reads are kept again.
   mapping.Unmap();
-  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  cache_.InsertSummary(freshness_, dir_, Summary(), ReadLater());
   EXPECT_EQ(cache_.size(), 1u);
-  EXPECT_NE(cache_.FindSummary(env_, dir_), nullptr);
+  EXPECT_NE(cache_.FindSummary(freshness_, dir_), nullptr);
 }
 
 // A read-only root (links beneath it followed) holds no directory and takes
@@ -364,16 +370,23 @@ TEST_F(ArtifactCacheWriterTest,
       tmp_.path(), {.read_only = true, .follow_symlinks_beneath = true});
   ASSERT_TRUE(root.ok()) << root.status();
   Env* env = root->get();
+  absl::StatusOr<std::unique_ptr<Freshness>> root_freshness =
+      NewConfinedFreshness(
+          tmp_.path(), {.read_only = true, .follow_symlinks_beneath = true});
+  ASSERT_TRUE(root_freshness.ok()) << root_freshness.status();
+  Freshness* freshness = root_freshness->get();
   SharedMapping mapping(JoinPath(dir_, "prefill.rbln"));
-  absl::StatusOr<ArtifactSummary> summary = ReadArtifactSummary(env, dir_);
+  absl::StatusOr<ArtifactSummary> summary =
+      ReadArtifactSummary(env, dir_, freshness);
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_TRUE(summary->may_change_unseen);
   cache_.InsertSummary(
-      env, dir_, std::make_shared<const ArtifactSummary>(*std::move(summary)),
+      freshness, dir_,
+      std::make_shared<const ArtifactSummary>(*std::move(summary)),
       ReadLater());
   EXPECT_EQ(cache_.size(), 0u);
   mapping.Unmap();
-  summary = ReadArtifactSummary(env, dir_);
+  summary = ReadArtifactSummary(env, dir_, freshness);
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_FALSE(summary->may_change_unseen);
 }
@@ -384,35 +397,36 @@ TEST_F(ArtifactCacheWriterTest,
 TEST_F(ArtifactCacheWriterTest, AGraphOpenForWritingBypassesTheInspectCache) {
   InspectCache inspect(InspectCache::kDefaultMaxBytes, absl::ZeroDuration());
   SharedMapping mapping(JoinPath(dir_, "prefill.rbln"));
-  absl::StatusOr<Artifact> artifact =
-      Artifact::Open(env_, dir_, {.inspect_cache = &inspect});
+  absl::StatusOr<Artifact> artifact = Artifact::Open(
+      env_, dir_, {.inspect_cache = &inspect, .freshness = freshness_});
   ASSERT_TRUE(artifact.ok()) << artifact.status();
   const size_t graphs = artifact->containers().size();
   ASSERT_GE(graphs, 2u);
   // Every graph but the one being written.
   EXPECT_EQ(inspect.size(), graphs - 1);
   mapping.Unmap();
-  artifact = Artifact::Open(env_, dir_, {.inspect_cache = &inspect});
+  artifact = Artifact::Open(
+      env_, dir_, {.inspect_cache = &inspect, .freshness = freshness_});
   ASSERT_TRUE(artifact.ok()) << artifact.status();
   EXPECT_EQ(inspect.size(), graphs);
 }
 
 TEST_F(ArtifactCacheWriterTest,
        AFileOpenedForWritingAfterItWasCachedIsReadAgain) {
-  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
-  ASSERT_NE(cache_.FindSummary(env_, dir_), nullptr);
+  cache_.InsertSummary(freshness_, dir_, Summary(), ReadLater());
+  ASSERT_NE(cache_.FindSummary(freshness_, dir_), nullptr);
   // Opened for writing, nothing written yet: its status is as it was, but
   // a mapping could now change it unseen.
   const int fd = open(config_.c_str(), O_RDWR | O_CLOEXEC);
   ASSERT_GE(fd, 0);
-  EXPECT_EQ(cache_.FindSummary(env_, dir_), nullptr);
+  EXPECT_EQ(cache_.FindSummary(freshness_, dir_), nullptr);
   EXPECT_EQ(cache_.size(), 0u);
   // While it stays open, a read is not kept.
-  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
+  cache_.InsertSummary(freshness_, dir_, Summary(), ReadLater());
   EXPECT_EQ(cache_.size(), 0u);
   close(fd);
-  cache_.InsertSummary(env_, dir_, Summary(), ReadLater());
-  EXPECT_NE(cache_.FindSummary(env_, dir_), nullptr);
+  cache_.InsertSummary(freshness_, dir_, Summary(), ReadLater());
+  EXPECT_NE(cache_.FindSummary(freshness_, dir_), nullptr);
 }
 
 // tmpfs has no page_mkwrite: once a read fault has mapped a page, writes
@@ -428,32 +442,37 @@ TEST(ArtifactCacheTmpfsTest, NothingReadFromATmpfsIsKept) {
   ASSERT_NE(mkdtemp(base), nullptr) << std::strerror(errno);
   const std::string dir = JoinPath(base, "tiny");
   Env* env = Env::Default();
+  std::unique_ptr<Freshness> freshness = NewPosixFreshness();
   ASSERT_TRUE(WriteSyntheticArtifact(env, SynthSpec{}, dir).ok());
-  absl::StatusOr<ArtifactSummary> summary = ReadArtifactSummary(env, dir);
+  absl::StatusOr<ArtifactSummary> summary =
+      ReadArtifactSummary(env, dir, freshness.get());
   ASSERT_TRUE(summary.ok()) << summary.status();
   EXPECT_TRUE(summary->may_change_unseen);
   InspectCache inspect(InspectCache::kDefaultMaxBytes, absl::ZeroDuration());
-  absl::StatusOr<Artifact> artifact =
-      Artifact::Open(env, dir, {.inspect_cache = &inspect});
+  absl::StatusOr<Artifact> artifact = Artifact::Open(
+      env, dir, {.inspect_cache = &inspect, .freshness = freshness.get()});
   ASSERT_TRUE(artifact.ok()) << artifact.status();
   EXPECT_TRUE(artifact->may_change_unseen());
   EXPECT_EQ(inspect.size(), 0u);
   ArtifactCache cache;
-  cache.InsertArtifact(
-      env, std::make_shared<const Artifact>(*std::move(artifact)), ReadLater());
+  cache.InsertArtifact(freshness.get(),
+                       std::make_shared<const Artifact>(*std::move(artifact)),
+                       ReadLater());
   EXPECT_EQ(cache.size(), 0u);
   std::filesystem::remove_all(base);
 }
 
-TEST_F(ArtifactCacheTest, EachEnvHasItsOwnEntries) {
-  std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(tmp_.path());
-  cache_.InsertArtifact(env_, Open(), ReadLater());
+TEST_F(ArtifactCacheTest, EachFreshnessHasItsOwnEntries) {
+  std::unique_ptr<Freshness> confined =
+      testing::ConfinedFreshnessOrDie(tmp_.path());
+  cache_.InsertArtifact(freshness_, Open(), ReadLater());
   EXPECT_EQ(cache_.FindArtifact(confined.get(), dir_), nullptr);
-  EXPECT_NE(cache_.FindArtifact(env_, dir_), nullptr);
+  EXPECT_NE(cache_.FindArtifact(freshness_, dir_), nullptr);
 }
 
-TEST_F(ArtifactCacheTest, AConfinedEnvRevalidatesThroughItsRoot) {
-  std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(tmp_.path());
+TEST_F(ArtifactCacheTest, AConfinedFreshnessRevalidatesThroughItsRoot) {
+  std::unique_ptr<Freshness> confined =
+      testing::ConfinedFreshnessOrDie(tmp_.path());
   cache_.InsertArtifact(confined.get(), Open(), ReadLater());
   EXPECT_NE(cache_.FindArtifact(confined.get(), dir_), nullptr);
   // A symbolic link swapped in for the directory is never followed.
@@ -472,114 +491,19 @@ TEST_F(ArtifactCacheTest, IsBoundedByBytesDroppingTheLeastRecentlyUsed) {
     ASSERT_TRUE(WriteSyntheticArtifact(env_, SynthSpec{}, dirs.back()).ok());
     absl::StatusOr<Artifact> a = Artifact::Open(env_, dirs.back());
     ASSERT_TRUE(a.ok()) << a.status();
-    small.InsertArtifact(env_, std::make_shared<const Artifact>(*std::move(a)),
+    small.InsertArtifact(freshness_,
+                         std::make_shared<const Artifact>(*std::move(a)),
                          ReadLater());
     // The first stays in use, so it stays.
     if (i > 0) {
-      EXPECT_NE(small.FindArtifact(env_, dirs[0]), nullptr) << i;
+      EXPECT_NE(small.FindArtifact(freshness_, dirs[0]), nullptr) << i;
     }
   }
   EXPECT_LE(small.size(), 3u);
   EXPECT_GE(small.size(), 2u);
-  EXPECT_NE(small.FindArtifact(env_, dirs[0]), nullptr);
-  EXPECT_NE(small.FindArtifact(env_, dirs[5]), nullptr);
-  EXPECT_EQ(small.FindArtifact(env_, dirs[1]), nullptr);
-}
-
-TEST(StatEntriesTest, ReportsEachEntryOrItsAbsenceThroughOneDirectory) {
-  testing::TempDir tmp;
-  std::unique_ptr<Env> env = testing::ConfinedEnvOrDie(tmp.path());
-  testing::WriteFileOrDie(tmp.Join("a"), "12345");
-  ASSERT_EQ(mkdir(tmp.Join("d").c_str(), 0755), 0);
-  ASSERT_EQ(symlink("a", tmp.Join("link").c_str()), 0);
-  const std::vector<std::string> names = {"a", "missing", "d", "link"};
-  absl::StatusOr<DirStats> stats = env->StatEntries(tmp.path(), names);
-  ASSERT_TRUE(stats.ok()) << stats.status();
-  EXPECT_EQ(stats->dir.type, FileType::kDirectory);
-  ASSERT_EQ(stats->entries.size(), 4u);
-  ASSERT_TRUE(stats->entries[0].has_value());
-  EXPECT_EQ(stats->entries[0]->size, 5u);
-  EXPECT_FALSE(stats->entries[1].has_value());
-  EXPECT_EQ(stats->entries[2]->type, FileType::kDirectory);
-  EXPECT_EQ(stats->entries[3]->type, FileType::kSymlink);  // not followed
-  // The same as Stat says of each.
-  absl::StatusOr<FileStat> a = env->Stat(tmp.Join("a"));
-  ASSERT_TRUE(a.ok());
-  EXPECT_EQ(stats->entries[0]->inode, a->inode);
-  EXPECT_EQ(stats->entries[0]->ctime_ns, a->ctime_ns);
-
-  const std::vector<std::string> bad = {"d/x"};
-  EXPECT_EQ(env->StatEntries(tmp.path(), bad).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(env->StatEntries(tmp.Join("link"), names).status().code(),
-            absl::StatusCode::kPermissionDenied);
-  EXPECT_EQ(env->StatEntries(tmp.Join("missing"), names).status().code(),
-            absl::StatusCode::kNotFound);
-}
-
-TEST(StatEntriesTest, AHeldDirectoryIsLookedAtAgainThroughItsDescriptor) {
-  testing::TempDir tmp;
-  std::unique_ptr<Env> env = testing::ConfinedEnvOrDie(tmp.path());
-  const std::string dir = tmp.Join("art");
-  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
-  testing::WriteFileOrDie(JoinPath(dir, "a"), "12345");
-  const std::vector<std::string> names = {"a", "missing"};
-
-  std::unique_ptr<HeldDir> held;
-  absl::StatusOr<DirStats> first = env->StatAndHoldEntries(dir, names, &held);
-  ASSERT_TRUE(first.ok()) << first.status();
-  ASSERT_NE(held, nullptr);
-  EXPECT_EQ(first->entries[0]->size, 5u);
-  EXPECT_FALSE(first->entries[1].has_value());
-
-  absl::StatusOr<DirStats> again = env->StatEntriesAgain(*held, dir, names);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->dir.inode, first->dir.inode);
-  EXPECT_EQ(again->entries[0]->inode, first->entries[0]->inode);
-  EXPECT_FALSE(again->entries[1].has_value());
-
-  // A file changed and one added: seen through the held directory.
-  testing::WriteFileOrDie(JoinPath(dir, "missing"), "x");
-  ASSERT_EQ(truncate(JoinPath(dir, "a").c_str(), 2), 0);
-  again = env->StatEntriesAgain(*held, dir, names);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->entries[0]->size, 2u);
-  ASSERT_TRUE(again->entries[1].has_value());
-
-  // The name now names another directory: that one is reported, not the
-  // held one.
-  ASSERT_EQ(rename(dir.c_str(), tmp.Join("old").c_str()), 0);
-  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
-  testing::WriteFileOrDie(JoinPath(dir, "a"), "abc");
-  again = env->StatEntriesAgain(*held, dir, names);
-  ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_NE(again->dir.inode, first->dir.inode);
-  EXPECT_EQ(again->entries[0]->size, 3u);
-  EXPECT_FALSE(again->entries[1].has_value());
-
-  // A symbolic link in its place is refused as StatEntries refuses it.
-  ASSERT_EQ(rename(dir.c_str(), tmp.Join("newer").c_str()), 0);
-  ASSERT_EQ(symlink("old", dir.c_str()), 0);
-  EXPECT_EQ(env->StatEntriesAgain(*held, dir, names).status().code(),
-            absl::StatusCode::kPermissionDenied);
-  ASSERT_EQ(unlink(dir.c_str()), 0);
-  EXPECT_EQ(env->StatEntriesAgain(*held, dir, names).status().code(),
-            absl::StatusCode::kNotFound);
-}
-
-TEST(StatEntriesTest, HoldsAtMostkMaxHeldDirs) {
-  testing::TempDir tmp;
-  std::unique_ptr<Env> env = testing::ConfinedEnvOrDie(tmp.path());
-  std::vector<std::unique_ptr<HeldDir>> held(kMaxHeldDirs + 1);
-  for (auto& h : held)
-    ASSERT_TRUE(env->StatAndHoldEntries(tmp.path(), {}, &h).ok());
-  for (int i = 0; i < kMaxHeldDirs; ++i) EXPECT_NE(held[i], nullptr) << i;
-  EXPECT_EQ(held[kMaxHeldDirs], nullptr);
-  // One let go: the next is held again.
-  held[0].reset();
-  std::unique_ptr<HeldDir> next;
-  ASSERT_TRUE(env->StatAndHoldEntries(tmp.path(), {}, &next).ok());
-  EXPECT_NE(next, nullptr);
+  EXPECT_NE(small.FindArtifact(freshness_, dirs[0]), nullptr);
+  EXPECT_NE(small.FindArtifact(freshness_, dirs[5]), nullptr);
+  EXPECT_EQ(small.FindArtifact(freshness_, dirs[1]), nullptr);
 }
 
 }  // namespace

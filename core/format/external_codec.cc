@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/os/path.h"
 #include "core/os/subprocess.h"
 #include "core/status_macros.h"
 #include "core/text.h"
@@ -25,17 +26,6 @@ constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
 // once cannot make the daemon spin.
 constexpr absl::Duration kBackoffStart = absl::Milliseconds(100);
 constexpr absl::Duration kBackoffMax = absl::Seconds(5);
-
-absl::string_view Basename(absl::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
-}
-
-absl::string_view Dirname(absl::string_view path) {
-  const size_t slash = path.rfind('/');
-  if (slash == absl::string_view::npos) return ".";
-  return slash == 0 ? absl::string_view("/") : path.substr(0, slash);
-}
 
 // The name of a codec for messages: the first argument naming an existing
 // file (an interpreter's script), else the program.

@@ -8,7 +8,8 @@
 // file changed by a write, a truncate or a rename is not served stale. Writes
 // through a shared writable mapping that change no time (one already open
 // for writing, or on a tmpfs) are the caller's to rule out:
-// Artifact::Open does not use this cache for a file Env::MayChangeUnseen.
+// Artifact::Open does not use this cache for a file that may change unseen
+// (Freshness::MayChangeUnseen, core/os/freshness.h).
 // Our own commits replace files by rename (a new inode) and so invalidate
 // their entries as a matter of course; they also erase the entries of the
 // files they replaced, which would otherwise stay until the bound pushed them

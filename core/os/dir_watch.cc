@@ -26,14 +26,11 @@ constexpr uint32_t kWatchMask = IN_ATTRIB | IN_CREATE | IN_DELETE |
                                 IN_DELETE_SELF | IN_MODIFY | IN_MOVE_SELF |
                                 IN_MOVED_FROM | IN_MOVED_TO | IN_ONLYDIR;
 
-std::atomic<bool> watch_enabled{true};
-
 }  // namespace
 
 DirWatch::Watches::~Watches() { owner_->Release(refs_); }
 
 DirWatch* DirWatch::Get() {
-  if (!watch_enabled.load(std::memory_order_relaxed)) return nullptr;
   static DirWatch* const watch = []() -> DirWatch* {
     UniqueFd inotify(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
     UniqueFd mounts(open("/proc/thread-self/mountinfo", O_RDONLY | O_CLOEXEC));
@@ -41,10 +38,6 @@ DirWatch* DirWatch::Get() {
     return new DirWatch(inotify.Release(), mounts.Release());
   }();
   return watch;
-}
-
-void DirWatch::SetEnabled(bool enabled) {
-  watch_enabled.store(enabled, std::memory_order_relaxed);
 }
 
 DirWatch::DirWatch(int inotify_fd, int mountinfo_fd)

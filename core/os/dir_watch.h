@@ -80,12 +80,8 @@ class DirWatch {
     std::vector<std::pair<int, uint64_t>> refs_;
   };
 
-  // The process's; null when inotify cannot be had here, or while turned
-  // off (SetEnabled).
+  // The process's; null when inotify cannot be had here.
   static DirWatch* Get();
-  // Turns watching off (or on again) for the whole process: Get returns
-  // null while off. Watches already held stay until let go. On by default.
-  static void SetEnabled(bool enabled);
 
   // A number that moves whenever something watched may have changed; 0
   // when that cannot be told now (trust nothing). One poll when nothing

@@ -1,9 +1,9 @@
 // Directory watches on real directories: what moves the generation, what
 // does not, and that watches shared along paths are let go only by their
-// last holder. The Env's use of them (StatEntriesAgain) is tested in
-// core/os/held_dir_test.cc. Each test runs in a mount namespace of its own
-// where it can (as root), so that another test's mount does not move the
-// generation under it.
+// last holder. The POSIX Freshness's use of them (StatEntriesAgain) is
+// tested in core/os/held_dir_test.cc. Each test runs in a mount namespace of
+// its own where it can (as root), so that another test's mount does not move
+// the generation under it.
 #include "core/os/dir_watch.h"
 
 #include <fcntl.h>
@@ -237,12 +237,6 @@ TEST_F(DirWatchTest, OneMountMovesTheGenerationOnceForEveryThread) {
   EXPECT_NE(last_, other_before);
   other.join();
   ASSERT_EQ(umount(point.c_str()), 0);
-}
-
-TEST(DirWatchOffTest, TurnedOffThereIsNone) {
-  DirWatch::SetEnabled(false);
-  EXPECT_EQ(DirWatch::Get(), nullptr);
-  DirWatch::SetEnabled(true);
 }
 
 }  // namespace

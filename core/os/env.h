@@ -18,14 +18,11 @@
 // Confinement (NewConfinedEnv): an Env confined to a root takes only paths at
 // or below that root (and shorter than PATH_MAX), creates files 0600 and
 // directories 0700 (their final owner and mode are set once written), and
-// resolves each path afresh, inside the kernel,
-// beneath a descriptor of the root that it opened once: the parent directory
-// with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
-// (or, where openat2 is missing or filtered, one O_NOFOLLOW | O_DIRECTORY
-// step at a time), then the last component with the *at() call on that
-// parent's descriptor. So no path is checked and later used: a directory
-// swapped for a symbolic link mid-operation makes the operation fail, never
-// reach outside the root. The artifact store accepts only a confined Env.
+// resolves each path afresh, inside the kernel, beneath a descriptor of the
+// root that it opened once (core/os/path_resolver.h). So no path is checked
+// and later used: a directory swapped for a symbolic link mid-operation makes
+// the operation fail, never reach outside the root. The artifact store
+// accepts only a confined Env.
 //
 // Env implementations are safe for concurrent use from multiple threads
 // without external synchronization. File objects are not: each belongs to one
@@ -44,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "core/os/path.h"  // JoinPath, for the paths every call takes
 
 namespace rbln {
 
@@ -71,18 +69,6 @@ class Directory {
   virtual const std::string& path() const = 0;
   // The OS file descriptor (close-on-exec). Wrappers forward it.
   virtual int native_handle() const = 0;
-};
-
-// Directories one POSIX Env keeps open at once for StatAndHoldEntries: few
-// next to the descriptors a daemon may open (1024 by default).
-inline constexpr int kMaxHeldDirs = 256;
-
-// A directory kept open by Env::StatAndHoldEntries, so that looking at its
-// entries again (Env::StatEntriesAgain) resolves only the directory's own
-// name. Belongs to the Env that made it, which it must not outlive.
-class HeldDir {
- public:
-  virtual ~HeldDir() = default;
 };
 
 // A new file opened for positioned writes. Data is durable only after Sync().
@@ -137,21 +123,6 @@ inline bool SameVersion(const std::optional<FileStat>& a,
          (!a.has_value() || SameVersion(*a, *b));
 }
 
-// A directory and some of its entries, looked at together (Env::StatEntries).
-struct DirStats {
-  FileStat dir;
-  // One per name asked for, in the same order; nullopt when the directory
-  // has no such entry.
-  std::vector<std::optional<FileStat>> entries;
-  // An entry is, or has been since it was leased, open for writing
-  // somewhere: its read lease was refused for that (ReadLease::Take) or has
-  // been broken. What such a file holds can change without its status
-  // changing (a shared writable mapping), so a cache should not trust it.
-  // Known only where the Env takes read leases (StatAndHoldEntries,
-  // StatEntriesAgain of the POSIX Env); else false.
-  bool written = false;
-};
-
 // Who owns a file and with which permission bits.
 struct FileOwnership {
   uint32_t uid;
@@ -193,53 +164,15 @@ class Env {
   // Reads a whole small file; refuses files larger than `max_bytes`.
   virtual absl::StatusOr<std::string> ReadFileToString(const std::string& path,
                                                        uint64_t max_bytes) = 0;
-  // Whether what the regular file `path` holds may change without its size
-  // or times changing, so that a cache should not keep what was read from
-  // it: the file is open for writing somewhere (a writer's descriptor, a
-  // shared writable mapping, a write lease), where the Env can tell
-  // (ReadLease::WrittenElsewhere), or it is on a tmpfs, whose writes
-  // through a mapping change no time once a read has mapped the page.
-  // False where the Env cannot tell, and on any error. The default tells
-  // nothing.
-  virtual bool MayChangeUnseen(const std::string& path);
-
   // Entries of a directory, without "." and "..", sorted by name.
   virtual absl::StatusOr<std::vector<DirEntry>> ListDir(
       const std::string& path) = 0;
   // lstat: a symlink is reported as kSymlink, not followed.
   virtual absl::StatusOr<FileStat> Stat(const std::string& path) = 0;
-  // Stat of the directory `dir` and of the entries `names` in it (single
-  // components), as Stat would report each, resolving `dir` once where the
-  // Env can (then one fstatat per name): what a cache needs to check that
-  // the files it read are still the same. The default calls Stat for each.
-  virtual absl::StatusOr<DirStats> StatEntries(
-      const std::string& dir, absl::Span<const std::string> names);
-  // StatEntries, keeping the directory open in *held where the Env can (a
-  // bounded number at once, kMaxHeldDirs for the POSIX Env), with a read
-  // lease on each regular file where one can be had (the entry is then the
-  // file's status once leased); else *held is null. The default holds
-  // nothing.
-  virtual absl::StatusOr<DirStats> StatAndHoldEntries(
-      const std::string& dir, absl::Span<const std::string> names,
-      std::unique_ptr<HeldDir>* held);
-  // StatEntries again, for a directory `held` (from this Env) keeps open
-  // and the same `names`: when `dir` still names that directory, one lstat
-  // of `dir` and one fstatat per name through the open directory; else as
-  // StatEntries. The POSIX Env makes no lstat of `dir` while its directory
-  // watch saw nothing change on the path nor in the mount table since
-  // (core/os/dir_watch.h), and then reports the directory as it was held. A
-  // file the POSIX Env took a read lease on when it held the directory
-  // (core/os/read_lease.h) is not looked at while the lease holds: it is
-  // reported as it was then (its contents cannot have changed; a change of
-  // mode, owner or times alone is not seen). The default is StatEntries.
-  virtual absl::StatusOr<DirStats> StatEntriesAgain(
-      const HeldDir& held, const std::string& dir,
-      absl::Span<const std::string> names);
-
   virtual absl::Status CreateDir(const std::string& path) = 0;
   // Gives a regular file or directory `owner` (chown, only when it differs,
   // then chmod); a change is fsynced where later fsyncs of other inodes
-  // would not carry it (env_posix.cc). PERMISSION_DENIED when the process
+  // would not carry it (core/os/journal.h). PERMISSION_DENIED when the process
   // may not give it away.
   virtual absl::Status SetOwnership(const std::string& path,
                                     const FileOwnership& owner) = 0;
@@ -300,29 +233,12 @@ class EnvWrapper : public Env {
                                                uint64_t max_bytes) override {
     return target_->ReadFileToString(path, max_bytes);
   }
-  bool MayChangeUnseen(const std::string& path) override {
-    return target_->MayChangeUnseen(path);
-  }
   absl::StatusOr<std::vector<DirEntry>> ListDir(
       const std::string& path) override {
     return target_->ListDir(path);
   }
   absl::StatusOr<FileStat> Stat(const std::string& path) override {
     return target_->Stat(path);
-  }
-  absl::StatusOr<DirStats> StatEntries(
-      const std::string& dir, absl::Span<const std::string> names) override {
-    return target_->StatEntries(dir, names);
-  }
-  absl::StatusOr<DirStats> StatAndHoldEntries(
-      const std::string& dir, absl::Span<const std::string> names,
-      std::unique_ptr<HeldDir>* held) override {
-    return target_->StatAndHoldEntries(dir, names, held);
-  }
-  absl::StatusOr<DirStats> StatEntriesAgain(
-      const HeldDir& held, const std::string& dir,
-      absl::Span<const std::string> names) override {
-    return target_->StatEntriesAgain(held, dir, names);
   }
   absl::Status CreateDir(const std::string& path) override {
     return target_->CreateDir(path);
@@ -405,8 +321,10 @@ absl::StatusOr<std::unique_ptr<Env>> NewConfinedEnv(
 
 // Helpers built on Env.
 
-// Joins two path pieces with exactly one '/'.
-std::string JoinPath(absl::string_view dir, absl::string_view name);
+// Env::Stat, telling a missing path (nullopt) from a failure to look, which
+// says nothing about whether the path exists.
+absl::StatusOr<std::optional<FileStat>> StatIfExists(Env* env,
+                                                     const std::string& path);
 
 // Writes `data` to a new file at `path` and syncs it.
 absl::Status WriteStringToNewFile(Env* env, const std::string& path,

@@ -1,4 +1,4 @@
-// A held directory looked at again (Env::StatEntriesAgain) through the
+// A held directory looked at again (Freshness::StatEntriesAgain) through the
 // directory watches (core/os/dir_watch.h): no stat of its name while nothing on
 // its path changed, and every change on the path seen by the next lookup,
 // including one under a directory that replaced another on the way.
@@ -19,6 +19,7 @@
 #include "core/metrics.h"
 #include "core/os/dir_watch.h"
 #include "core/os/env.h"
+#include "core/os/freshness.h"
 #include "core/os/read_lease.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
@@ -40,21 +41,20 @@ class HeldDirTest : public ::testing::TestWithParam<bool> {
   void SetUp() override {
     // Another test's mount would move the generation under this one's.
     private_mounts_ = testing::EnterPrivateMountNamespace();
-    DirWatch::SetEnabled(GetParam());
     if (GetParam() && DirWatch::Get() == nullptr) {
       GTEST_SKIP() << "no inotify here";
     }
-    env_ = testing::ConfinedEnvOrDie(tmp_.path());
+    freshness_ =
+        testing::ConfinedFreshnessOrDie(tmp_.path(), {.dir_watch = GetParam()});
     MakeDirs("p/q/a/b");
     dir_ = tmp_.Join("p/q/a/b");
     testing::WriteFileOrDie(JoinPath(dir_, "f"), "12345");
     absl::StatusOr<DirStats> first =
-        env_->StatAndHoldEntries(dir_, names_, &held_);
+        freshness_->StatAndHoldEntries(dir_, names_, &held_);
     ASSERT_TRUE(first.ok()) << first.status();
     ASSERT_NE(held_, nullptr);
     first_ = first->dir;
   }
-  void TearDown() override { DirWatch::SetEnabled(true); }
 
   void MakeDirs(const std::string& rel) {
     std::string path = tmp_.path();
@@ -75,7 +75,7 @@ class HeldDirTest : public ::testing::TestWithParam<bool> {
 
   FileStat Again() {
     absl::StatusOr<DirStats> again =
-        env_->StatEntriesAgain(*held_, dir_, names_);
+        freshness_->StatEntriesAgain(*held_, dir_, names_);
     EXPECT_TRUE(again.ok()) << again.status();
     return again.ok() ? again->dir : FileStat{};
   }
@@ -91,7 +91,7 @@ class HeldDirTest : public ::testing::TestWithParam<bool> {
 
   bool private_mounts_ = false;
   testing::TempDir tmp_;
-  std::unique_ptr<Env> env_;
+  std::unique_ptr<Freshness> freshness_;
   std::string dir_;
   const std::vector<std::string> names_ = {"f"};
   std::unique_ptr<HeldDir> held_;
@@ -163,7 +163,7 @@ TEST_P(HeldDirTest, AFileMountedOverALeasedFileIsSeenUnderAWatch) {
   if (ReadLeasesHeld() == 0) GTEST_SKIP() << "no lease";
   const auto entry = [&] {
     absl::StatusOr<DirStats> again =
-        env_->StatEntriesAgain(*held_, dir_, names_);
+        freshness_->StatEntriesAgain(*held_, dir_, names_);
     EXPECT_TRUE(again.ok()) << again.status();
     return again.ok() && again->entries[0].has_value() ? *again->entries[0]
                                                        : FileStat{};
@@ -178,7 +178,7 @@ TEST_P(HeldDirTest, AFileMountedOverALeasedFileIsSeenUnderAWatch) {
       << strerror(errno);
   // A lookup that asks for no file sees the directory unchanged first (as
   // another cache entry of it may), which must not vouch for the files.
-  ASSERT_TRUE(env_->StatEntriesAgain(*held_, dir_, {}).ok());
+  ASSERT_TRUE(freshness_->StatEntriesAgain(*held_, dir_, {}).ok());
   const FileStat covered = entry();
   EXPECT_NE(covered.inode, before.inode);
   EXPECT_EQ(covered.size, 2u);
@@ -212,19 +212,20 @@ TEST_P(HeldDirTest, OnAFileSystemNotTrustedItIsLookedAtEveryTime) {
   MakeDirs("r/x");
   const std::string dir = tmp_.Join("r/x");
   std::unique_ptr<HeldDir> held;
-  absl::StatusOr<DirStats> first = env_->StatAndHoldEntries(dir, {}, &held);
+  absl::StatusOr<DirStats> first =
+      freshness_->StatAndHoldEntries(dir, {}, &held);
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_NE(held, nullptr);
   const uint64_t looked = DirChecks("looked");
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE(env_->StatEntriesAgain(*held, dir, {}).ok());
+    ASSERT_TRUE(freshness_->StatEntriesAgain(*held, dir, {}).ok());
   }
   if (GetParam()) {
     EXPECT_EQ(DirChecks("looked"), looked + 3);
   }
   Move("r/x", "r/y");
   MakeDirs("r/x");
-  absl::StatusOr<DirStats> again = env_->StatEntriesAgain(*held, dir, {});
+  absl::StatusOr<DirStats> again = freshness_->StatEntriesAgain(*held, dir, {});
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_NE(again->dir.inode, first->dir.inode);
   held.reset();
@@ -239,7 +240,8 @@ TEST_P(HeldDirTest, LookupsRacingEachOtherMissNoChange) {
   std::vector<std::thread> lookers;
   for (int i = 0; i < 2; ++i) {
     lookers.emplace_back([&] {
-      while (!stop.load()) env_->StatEntriesAgain(*held_, dir_, names_).ok();
+      while (!stop.load())
+        freshness_->StatEntriesAgain(*held_, dir_, names_).ok();
     });
   }
   for (int round = 0; round < 20; ++round) {

@@ -35,7 +35,6 @@ struct ReadLease::State {
 
 namespace {
 
-std::atomic<bool> leases_enabled{true};
 std::atomic<int> leases_held{0};
 
 // How long the kernel lets a lease holder take before it breaks the lease
@@ -249,8 +248,6 @@ bool ReadyForLease(int fd, const LeaseThread& thread) {
 
 int ReadLeaseSignal() { return SIGRTMIN + 4; }
 
-void SetReadLeasesEnabled(bool enabled) { leases_enabled.store(enabled); }
-
 void BlockReadLeaseSignals() {
   const sigset_t signals = LeaseSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
@@ -262,7 +259,6 @@ std::unique_ptr<ReadLease> ReadLease::Take(int dir_fd, const std::string& name,
                                            uint64_t device, uint64_t inode,
                                            struct stat* now, bool* written) {
   if (written != nullptr) *written = false;
-  if (!leases_enabled.load(std::memory_order_relaxed)) return nullptr;
   LeaseThread* thread = LeaseThread::Get();
   if (thread == nullptr || !thread->Current()) return nullptr;
   if (leases_held.fetch_add(1) >= kMaxReadLeases) {
@@ -320,7 +316,6 @@ std::unique_ptr<ReadLease> ReadLease::Take(int dir_fd, const std::string& name,
 }
 
 bool ReadLease::WrittenElsewhere(int fd) {
-  if (!leases_enabled.load(std::memory_order_relaxed)) return false;
   LeaseThread* thread = LeaseThread::Get();
   if (thread == nullptr) return false;
   // A break while it is held is signalled to the lease thread, which finds

@@ -22,7 +22,8 @@
 //
 // What a lease does not see: renames and removals of the file's name (the
 // directory's own times show them), and a file mounted over its name. Under
-// a directory watch (core/os/dir_watch.h), the Env trusts a lease only in a
+// a directory watch (core/os/dir_watch.h), the POSIX Freshness
+// (core/os/freshness.h) trusts a lease only in a
 // generation in which it looked at the file again, and every one of these,
 // and the changes that break no lease, move the generation.
 //
@@ -50,7 +51,7 @@ namespace rbln {
 
 // Files leased at once by the process: one descriptor each, few next to the
 // descriptors a daemon may open (1024 by default; held directories take up
-// to kMaxHeldDirs more).
+// to kMaxHeldDirs more, core/os/freshness.h).
 inline constexpr int kMaxReadLeases = 256;
 
 // How often the lease thread checks that leased files still have a name.
@@ -58,10 +59,6 @@ inline constexpr absl::Duration kRemovedFileCheckPeriod = absl::Seconds(5);
 
 // SIGRTMIN + 4: glibc keeps the first real-time signals for itself.
 int ReadLeaseSignal();
-
-// Turns leases off (or on again) for the whole process: Take returns null
-// while off. Leases already held stay until dropped. On by default.
-void SetReadLeasesEnabled(bool enabled);
 
 // Blocks the lease signals in the calling thread, so that the threads it
 // starts do not take them; a program calls it before starting any thread.
@@ -89,7 +86,7 @@ class ReadLease {
   // Whether the regular file open (read-only) as `fd` is open for writing
   // anywhere, as Take's *written tells: a read lease is taken and at once
   // let go (a writer's open meanwhile waits for no more than that). False
-  // where no lease can be had (see above), leases are off, or the file is
+  // where no lease can be had (see above), or the file is
   // not open for writing. Needs no room among kMaxReadLeases.
   static bool WrittenElsewhere(int fd);
 

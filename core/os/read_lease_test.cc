@@ -1,4 +1,4 @@
-// Read leases on real files, through the Env that takes them
+// Read leases on real files, through the Freshness that takes them
 // (StatAndHoldEntries) and trusts them (StatEntriesAgain): another process's
 // open for writing breaks one, and where none can be had each file is looked
 // at as before.
@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "core/metrics.h"
 #include "core/os/env.h"
+#include "core/os/freshness.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -45,7 +46,7 @@ void AppendFromAnotherProcess(const std::string& path,
 class ReadLeaseTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    env_ = testing::ConfinedEnvOrDie(tmp_.path());
+    freshness_ = testing::ConfinedFreshnessOrDie(tmp_.path());
     dir_ = tmp_.Join("art");
     ASSERT_EQ(mkdir(dir_.c_str(), 0755), 0);
     path_ = JoinPath(dir_, "a");
@@ -66,7 +67,7 @@ class ReadLeaseTest : public ::testing::Test {
   std::unique_ptr<HeldDir> Hold(DirStats* first) {
     std::unique_ptr<HeldDir> held;
     absl::StatusOr<DirStats> stats =
-        env_->StatAndHoldEntries(dir_, names_, &held);
+        freshness_->StatAndHoldEntries(dir_, names_, &held);
     EXPECT_TRUE(stats.ok()) << stats.status();
     if (stats.ok()) *first = *stats;
     EXPECT_NE(held, nullptr);
@@ -74,14 +75,15 @@ class ReadLeaseTest : public ::testing::Test {
   }
 
   FileStat Again(const HeldDir& held) {
-    absl::StatusOr<DirStats> again = env_->StatEntriesAgain(held, dir_, names_);
+    absl::StatusOr<DirStats> again =
+        freshness_->StatEntriesAgain(held, dir_, names_);
     EXPECT_TRUE(again.ok()) << again.status();
     return again.ok() && again->entries[0].has_value() ? *again->entries[0]
                                                        : FileStat{};
   }
 
   testing::TempDir tmp_;
-  std::unique_ptr<Env> env_;
+  std::unique_ptr<Freshness> freshness_;
   std::string dir_;
   std::string path_;
   const std::vector<std::string> names_ = {"a"};
@@ -158,11 +160,11 @@ TEST_F(ReadLeaseTest, AFileOpenForWritingIsLookedAtEachTime) {
 }
 
 TEST_F(ReadLeaseTest, NoneIsTakenWhileTurnedOff) {
-  SetReadLeasesEnabled(false);
+  freshness_ =
+      testing::ConfinedFreshnessOrDie(tmp_.path(), {.read_leases = false});
   const int before = ReadLeasesHeld();
   DirStats first;
   std::unique_ptr<HeldDir> held = Hold(&first);
-  SetReadLeasesEnabled(true);
   EXPECT_EQ(ReadLeasesHeld(), before);
   ASSERT_EQ(chmod(path_.c_str(), 0600), 0);
   EXPECT_EQ(Again(*held).mode, 0600u);
@@ -204,13 +206,15 @@ TEST_F(ReadLeaseTest, AtMostkMaxReadLeasesAreHeld) {
     testing::WriteFileOrDie(JoinPath(dir_, many.back()), "x");
   }
   std::unique_ptr<HeldDir> held;
-  absl::StatusOr<DirStats> stats = env_->StatAndHoldEntries(dir_, many, &held);
+  absl::StatusOr<DirStats> stats =
+      freshness_->StatAndHoldEntries(dir_, many, &held);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(ReadLeasesHeld(), kMaxReadLeases);
   // The files beyond the limit are looked at each time.
   testing::WriteFileOrDie(
       JoinPath(dir_, "f" + std::to_string(kMaxReadLeases + 7)), "longer");
-  absl::StatusOr<DirStats> again = env_->StatEntriesAgain(*held, dir_, many);
+  absl::StatusOr<DirStats> again =
+      freshness_->StatEntriesAgain(*held, dir_, many);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->entries.back()->size, 6u);
   held.reset();

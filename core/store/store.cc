@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 #include "core/core_metrics.h"
 #include "core/error_facts.h"
+#include "core/os/path.h"
 #include "core/resize/rescale.h"
 #include "core/status_macros.h"
 #include "core/store/artifact_name.h"
@@ -39,33 +40,6 @@ constexpr size_t kStagingRandomDigits = 16;
 constexpr int kMaxStoreDepth = 32;
 // How often a writer waiting for a lock looks whether it was cancelled.
 constexpr absl::Duration kLockPollInterval = absl::Milliseconds(20);
-
-std::string Dirname(absl::string_view path) {
-  const size_t slash = path.rfind('/');
-  return slash == absl::string_view::npos ? "."
-                                          : std::string(path.substr(0, slash));
-}
-
-std::string Basename(absl::string_view path) {
-  const size_t slash = path.rfind('/');
-  return std::string(slash == absl::string_view::npos ? path
-                                                      : path.substr(slash + 1));
-}
-
-// True when `a` is `b` or lies below it, component-wise.
-bool IsWithin(absl::string_view a, absl::string_view b) {
-  return a == b || (absl::StartsWith(a, b) && a[b.size()] == '/');
-}
-
-// lstat that tells a missing path (nullopt) from a failure to look, which
-// says nothing about whether the path exists.
-absl::StatusOr<std::optional<FileStat>> StatIfExists(Env* env,
-                                                     const std::string& path) {
-  absl::StatusOr<FileStat> st = env->Stat(path);
-  if (absl::IsNotFound(st.status())) return std::nullopt;
-  RBLN_RETURN_IF_ERROR(st.status());
-  return *st;
-}
 
 absl::StatusOr<bool> IsArtifactDir(Env* env, const std::string& path) {
   RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> st,
@@ -296,8 +270,10 @@ class ArtifactStore::WriterLease {
   std::vector<std::unique_ptr<ArtifactLock>> locks_;
 };
 
-ArtifactStore::ArtifactStore(Env* env, std::string root, StoreOptions options)
+ArtifactStore::ArtifactStore(Env* env, std::unique_ptr<Freshness> freshness,
+                             std::string root, StoreOptions options)
     : env_(env),
+      freshness_(std::move(freshness)),
       root_(std::move(root)),
       options_(std::move(options)),
       spec_table_(NewSpecTableProvider()),
@@ -324,7 +300,7 @@ absl::StatusOr<ReadOnlyRootSpec> ParseReadOnlyRoot(absl::string_view text) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", Echo(text), "': give [NAME=]DIR, a directory"));
   }
-  if (spec.name.empty()) spec.name = Basename(dir);
+  if (spec.name.empty()) spec.name = std::string(Basename(dir));
   if (!IsValidRootName(spec.name)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", Echo(text), "': the name '", Echo(spec.name),
@@ -350,6 +326,14 @@ absl::Status ArtifactStore::OpenReadOnlyRoots() {
                           absl::StrCat(what, ": ", env.status().message()));
     }
     const std::string dir = (*env)->ConfinedRoot();
+    absl::StatusOr<std::unique_ptr<Freshness>> freshness = NewConfinedFreshness(
+        dir, {.read_only = true, .follow_symlinks_beneath = true},
+        options_.freshness);
+    if (!freshness.ok()) {
+      return absl::Status(
+          freshness.status().code(),
+          absl::StrCat(what, ": ", freshness.status().message()));
+    }
     for (const NamedRoot& other : names_) {
       if (other.name == spec.name) {
         return absl::InvalidArgumentError(
@@ -371,7 +355,7 @@ absl::Status ArtifactStore::OpenReadOnlyRoots() {
         std::filesystem::absolute(spec.dir, ec).lexically_normal().string();
     while (given.size() > 1 && given.back() == '/') given.pop_back();
     names_.push_back({spec.name, dir, !ec && given != dir ? given : ""});
-    read_only_.push_back({*std::move(env)});
+    read_only_.push_back({*std::move(env), *std::move(freshness)});
   }
   return absl::OkStatus();
 }
@@ -392,6 +376,8 @@ ArtifactStore::Located ArtifactStore::LocateRel(size_t root,
   at.path = rel.empty() ? names_[root].dir : JoinPath(names_[root].dir, rel);
   at.rel = std::move(rel);
   at.env = root == 0 ? env_ : read_only_[root - 1].env.get();
+  at.freshness =
+      root == 0 ? freshness_.get() : read_only_[root - 1].freshness.get();
   at.read_only = root > 0;
   return at;
 }
@@ -466,8 +452,11 @@ absl::StatusOr<std::unique_ptr<ArtifactStore>> ArtifactStore::Open(
     return absl::FailedPreconditionError(
         absl::StrCat("artifact store ", root, " is not a directory"));
   }
-  auto store = std::unique_ptr<ArtifactStore>(
-      new ArtifactStore(env, canonical_root, std::move(options)));
+  RBLN_ASSIGN_OR_RETURN(
+      std::unique_ptr<Freshness> freshness,
+      NewConfinedFreshness(canonical_root, {}, options.freshness));
+  auto store = std::unique_ptr<ArtifactStore>(new ArtifactStore(
+      env, std::move(freshness), canonical_root, std::move(options)));
   std::error_code ec;
   std::string given =
       std::filesystem::absolute(root, ec).lexically_normal().string();
@@ -692,9 +681,11 @@ absl::StatusOr<std::vector<FileStat>> ArtifactStore::StatArtifactPath(
   return chain;
 }
 
-ArtifactOptions ArtifactStore::WithCodecs(ArtifactOptions options) {
+ArtifactOptions ArtifactStore::WithCodecs(const Located& at,
+                                          ArtifactOptions options) {
   options.external_codec = options_.external_codec;
   options.inspect_cache = &inspect_cache_;
+  options.freshness = at.freshness;
   return options;
 }
 
@@ -715,7 +706,7 @@ absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
     const Located& at, ArtifactOptions options, ReadMode mode) {
   const bool cached = !options.verify_payload;
   if (cached) {
-    if (auto artifact = artifact_cache_.FindArtifact(at.env, at.path)) {
+    if (auto artifact = artifact_cache_.FindArtifact(at.freshness, at.path)) {
       CountArtifactCacheLookup(CacheLookup::kHit);
       return artifact;
     }
@@ -727,11 +718,12 @@ absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
   {
     std::shared_ptr<LockEntry> entry = Entry(at.name);
     absl::ReaderMutexLock lock(&entry->rw);
-    artifact = Artifact::Open(at.env, at.path, WithCodecs(std::move(options)));
+    artifact =
+        Artifact::Open(at.env, at.path, WithCodecs(at, std::move(options)));
   }
   if (!artifact.ok()) return NameArtifactInFacts(artifact.status(), at.name);
   auto shared = std::make_shared<const Artifact>(*std::move(artifact));
-  if (cached) artifact_cache_.InsertArtifact(at.env, shared, start);
+  if (cached) artifact_cache_.InsertArtifact(at.freshness, shared, start);
   return shared;
 }
 
@@ -743,7 +735,7 @@ ArtifactStore::ReadSummary(absl::string_view name, ReadMode mode) {
 
 absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
 ArtifactStore::ReadSummary(const Located& at, ReadMode mode) {
-  if (auto summary = artifact_cache_.FindSummary(at.env, at.path)) {
+  if (auto summary = artifact_cache_.FindSummary(at.freshness, at.path)) {
     CountArtifactCacheLookup(CacheLookup::kHit);
     return summary;
   }
@@ -754,11 +746,11 @@ ArtifactStore::ReadSummary(const Located& at, ReadMode mode) {
   {
     std::shared_ptr<LockEntry> entry = Entry(at.name);
     absl::ReaderMutexLock lock(&entry->rw);
-    summary = ReadArtifactSummary(at.env, at.path);
+    summary = ReadArtifactSummary(at.env, at.path, at.freshness);
   }
   if (!summary.ok()) return NameArtifactInFacts(summary.status(), at.name);
   auto shared = std::make_shared<const ArtifactSummary>(*std::move(summary));
-  artifact_cache_.InsertSummary(at.env, at.path, shared, start);
+  artifact_cache_.InsertSummary(at.freshness, at.path, shared, start);
   return shared;
 }
 
@@ -930,8 +922,9 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
                 : absl::StrCat("--set-memory-budget ",
                                request.budget->ToString()),
             " --model-id ", Echo(request.name), " --output-dir ",
-            JoinPath(root_, source.rel.empty() ? names_[source.root].name
-                                               : Basename(source.rel)))),
+            JoinPath(root_, source.rel.empty()
+                                ? names_[source.root].name
+                                : std::string(Basename(source.rel))))),
         {.reason = ErrorReason::kReadOnlyRoot, .artifact = name});
   }
   for (const std::string& written : lock_names) {
@@ -957,7 +950,7 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
     // Artifact::Open says precisely what is missing (unless it has just
     // appeared, and then the write goes on).
     RBLN_RETURN_IF_ERROR(NameArtifactInFacts(
-        Artifact::Open(source.env, source.path, WithCodecs({})).status(),
+        Artifact::Open(source.env, source.path, WithCodecs(source)).status(),
         source.name));
   }
   if (!output_name.empty()) {
@@ -1057,7 +1050,7 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
   // Writers on this artifact are excluded by the lease, so this snapshot
   // stays current until the commit.
   absl::StatusOr<Artifact> opened =
-      Artifact::Open(source.env, source.path, WithCodecs({}));
+      Artifact::Open(source.env, source.path, WithCodecs(source));
   if (!opened.ok()) return NameArtifactInFacts(opened.status(), name);
   Artifact artifact = *std::move(opened);
   WriteResult result;
@@ -1091,7 +1084,7 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
     // A new directory (inode) is there now: what is held of the old one
     // would miss anyway, and goes at once, with the codecs' facts of the
     // containers it replaced.
-    artifact_cache_.Erase(source.env, source.path);
+    artifact_cache_.Erase(source.freshness, source.path);
     for (const ContainerFile& file : artifact.containers()) {
       inspect_cache_.Erase(FileIdentity::Of(file.stat));
     }
@@ -1100,7 +1093,7 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
     RBLN_RETURN_IF_ERROR(CommitToOutput(artifact, plan, output_name,
                                         request.replace, write_options,
                                         &result.warnings));
-    artifact_cache_.Erase(env_, PathOf(output_name));
+    artifact_cache_.Erase(freshness_.get(), PathOf(output_name));
     CountCommit(CommitKind::kOutputDir);
   }
   result.written = true;
@@ -1232,7 +1225,7 @@ absl::Status ArtifactStore::CommitInPlace(
     const WriteResizedOptions& write_options,
     std::vector<std::string>* warnings) {
   const std::string path = PathOf(name);
-  const std::string parent = Dirname(path);
+  const std::string parent(Dirname(path));
   const std::string staging = JoinPath(parent, StagingNameFor(Basename(path)));
   WriteResizedOptions options = write_options;
   options.link_companions = true;
@@ -1257,7 +1250,7 @@ absl::Status ArtifactStore::CommitInPlace(
 absl::StatusOr<std::optional<FileStat>> ArtifactStore::CheckOutput(
     const std::string& output_name, bool replace) {
   const std::string dest = PathOf(output_name);
-  const std::string parent = Dirname(dest);
+  const std::string parent(Dirname(dest));
   RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> parent_st,
                         StatIfExists(env_, parent));
   if (parent_st.has_value() && parent_st->type == FileType::kSymlink) {
@@ -1308,7 +1301,7 @@ absl::Status ArtifactStore::CommitToOutput(
                         CheckOutput(output_name, replace));
   const bool exists = existing.has_value();
   const std::string dest = PathOf(output_name);
-  const std::string parent = Dirname(dest);
+  const std::string parent(Dirname(dest));
   const std::string staging = JoinPath(parent, StagingNameFor(Basename(dest)));
   RBLN_RETURN_IF_ERROR(Stage(artifact, plan, staging,
                              absl::StrCat("the resized copy ", output_name),

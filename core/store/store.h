@@ -58,6 +58,7 @@
 #include "core/format/codec.h"
 #include "core/lru_by_bytes.h"
 #include "core/os/env.h"
+#include "core/os/freshness.h"
 #include "core/resize/fit.h"
 #include "core/resize/rescale.h"
 #include "core/store/artifact_name.h"
@@ -112,6 +113,9 @@ struct StoreOptions {
   // How long every file of an artifact must have been still before a read
   // of it is kept in the artifact cache (core/format/artifact_cache.h).
   absl::Duration artifact_cache_racy_window = ArtifactCache::kDefaultRacyWindow;
+  // What the artifact cache's checks may use besides looking at each file:
+  // read leases and directory watches (core/os/freshness.h).
+  FreshnessOptions freshness;
 };
 
 // rbln-artifactd's default --old-version-grace-seconds: longer than a
@@ -226,6 +230,8 @@ class ArtifactStore {
     std::string name;  // canonical (qualified), as CanonicalName gives it
     std::string path;  // absolute
     Env* env = nullptr;
+    // The root's: what the artifact cache checks the files read through.
+    Freshness* freshness = nullptr;
     bool read_only = false;
   };
   // Resolves `name` as CanonicalName does, with its path: for a read that
@@ -323,12 +329,14 @@ class ArtifactStore {
   class ArtifactLock;
   class WriterLease;
 
-  // A read-only root: its names and its own Env.
+  // A read-only root: its own Env and Freshness.
   struct ReadOnlyRoot {
     std::unique_ptr<Env> env;
+    std::unique_ptr<Freshness> freshness;
   };
 
-  ArtifactStore(Env* env, std::string root, StoreOptions options);
+  ArtifactStore(Env* env, std::unique_ptr<Freshness> freshness,
+                std::string root, StoreOptions options);
   absl::Status OpenReadOnlyRoots();
   Located LocateRel(size_t root, std::string rel) const;
   std::shared_ptr<LockEntry> Entry(const std::string& canonical_name);
@@ -385,8 +393,8 @@ class ArtifactStore {
   // write would give for it (parent missing, exists without replace, not
   // replaceable).
   // Returns the existing destination (to be replaced), or nullopt.
-  // ArtifactOptions with the store's codec and cache.
-  ArtifactOptions WithCodecs(ArtifactOptions options);
+  // ArtifactOptions for a read at `at`, with the store's codec and cache.
+  ArtifactOptions WithCodecs(const Located& at, ArtifactOptions options = {});
   absl::StatusOr<std::optional<FileStat>> CheckOutput(
       const std::string& output_name, bool replace);
   absl::Status CommitToOutput(const Artifact& artifact, const ResizePlan& plan,
@@ -407,6 +415,9 @@ class ArtifactStore {
 
   std::unique_ptr<Env> owned_env_;  // when opened without an Env
   Env* const env_;
+  // The store root's, for the artifact cache (before it: it outlives the
+  // directories the cache holds).
+  const std::unique_ptr<Freshness> freshness_;
   const std::string root_;  // resolved (realpath)
   std::string given_root_;  // as given, when it differs
   const StoreOptions options_;

@@ -260,26 +260,6 @@ absl::StatusOr<FileStat> FaultInjectionEnv::Stat(const std::string& path) {
   return target()->Stat(path);
 }
 
-absl::StatusOr<DirStats> FaultInjectionEnv::StatEntries(
-    const std::string& dir, absl::Span<const std::string> names) {
-  RBLN_RETURN_IF_ERROR(Tick("StatEntries", dir));
-  return target()->StatEntries(dir, names);
-}
-
-absl::StatusOr<DirStats> FaultInjectionEnv::StatAndHoldEntries(
-    const std::string& dir, absl::Span<const std::string> names,
-    std::unique_ptr<HeldDir>* held) {
-  RBLN_RETURN_IF_ERROR(Tick("StatEntries", dir));
-  return target()->StatAndHoldEntries(dir, names, held);
-}
-
-absl::StatusOr<DirStats> FaultInjectionEnv::StatEntriesAgain(
-    const HeldDir& held, const std::string& dir,
-    absl::Span<const std::string> names) {
-  RBLN_RETURN_IF_ERROR(Tick("StatEntries", dir));
-  return target()->StatEntriesAgain(held, dir, names);
-}
-
 absl::Status FaultInjectionEnv::CreateDir(const std::string& path) {
   RBLN_RETURN_IF_ERROR(Tick("CreateDir", path));
   return target()->CreateDir(path);

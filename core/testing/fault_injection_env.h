@@ -80,14 +80,6 @@ class FaultInjectionEnv : public EnvWrapper {
   absl::StatusOr<std::vector<DirEntry>> ListDir(
       const std::string& path) override;
   absl::StatusOr<FileStat> Stat(const std::string& path) override;
-  absl::StatusOr<DirStats> StatEntries(
-      const std::string& dir, absl::Span<const std::string> names) override;
-  absl::StatusOr<DirStats> StatAndHoldEntries(
-      const std::string& dir, absl::Span<const std::string> names,
-      std::unique_ptr<HeldDir>* held) override;
-  absl::StatusOr<DirStats> StatEntriesAgain(
-      const HeldDir& held, const std::string& dir,
-      absl::Span<const std::string> names) override;
   absl::Status CreateDir(const std::string& path) override;
   absl::Status SetOwnership(const std::string& path,
                             const FileOwnership& owner) override;

@@ -73,6 +73,18 @@ std::unique_ptr<Env> ConfinedEnvOrDie(const std::string& root) {
   return *std::move(env);
 }
 
+std::unique_ptr<Freshness> ConfinedFreshnessOrDie(
+    const std::string& root, const FreshnessOptions& options) {
+  absl::StatusOr<std::unique_ptr<Freshness>> freshness =
+      NewConfinedFreshness(root, {}, options);
+  if (!freshness.ok()) {
+    ADD_FAILURE() << "cannot confine a Freshness to " << root << ": "
+                  << freshness.status();
+    abort();
+  }
+  return *std::move(freshness);
+}
+
 std::string ReadFileOrDie(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

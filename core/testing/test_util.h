@@ -12,6 +12,7 @@
 #include "core/format/artifact.h"
 #include "core/format/container.h"
 #include "core/os/env.h"
+#include "core/os/freshness.h"
 
 namespace rbln::testing {
 
@@ -35,6 +36,10 @@ class TempDir {
 // An Env confined to `root` (NewConfinedEnv); aborts the test run when it
 // cannot be made.
 std::unique_ptr<Env> ConfinedEnvOrDie(const std::string& root);
+// The Freshness of the paths that Env takes (NewConfinedFreshness); aborts
+// the test run when it cannot be made.
+std::unique_ptr<Freshness> ConfinedFreshnessOrDie(
+    const std::string& root, const FreshnessOptions& options = {});
 
 std::string ReadFileOrDie(const std::string& path);
 void WriteFileOrDie(const std::string& path, absl::string_view data);
