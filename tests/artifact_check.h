@@ -26,6 +26,7 @@
 #include "core/format/rbln_config.h"
 #include "core/os/env.h"
 #include "core/resize/rescale.h"
+#include "core/store/staging_name.h"
 #include "core/store/store.h"
 #include "core/testing/test_util.h"
 #include "google/protobuf/util/message_differencer.h"

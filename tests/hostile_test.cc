@@ -22,6 +22,7 @@
 
 #include "absl/strings/escaping.h"
 #include "core/format/artifact.h"
+#include "core/store/staging_name.h"
 #include "core/store/store.h"
 #include "gmock/gmock.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"

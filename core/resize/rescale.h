@@ -93,6 +93,11 @@ absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
 // daemon stopping) <when>; nothing was changed". Every cancelled write says
 // it this way, `when` telling at which step.
 absl::Status WriteCancelled(absl::string_view when);
+// Whether `is_cancelled` (may be empty: never) says that the write was
+// cancelled.
+inline bool IsCancelled(const std::function<bool()>& is_cancelled) {
+  return is_cancelled && is_cancelled();
+}
 
 struct WriteResizedOptions {
   // Reads the artifact's files (a read-only root's Env); null: the Env the

@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "core/format/artifact.h"
 #include "core/os/env.h"
+#include "core/store/staging_name.h"
 #include "core/store/store.h"
 #include "core/testing/fault_injection_env.h"
 #include "core/testing/test_util.h"

@@ -1,38 +1,18 @@
-// ArtifactStore: a directory tree of artifacts, and the commit engine that
-// changes them safely (docs/commit-protocol.md; the protocol is described for
-// operators in docs/commit-protocol.md).
-//
-// * Stage then rename. An in-place resize builds the new version in a sibling
-//   `.<name>.staging-<16 hex>` (unchanged files hard-linked, each container
-//   rewritten with its payload cloned inside the kernel, everything fsynced),
-//   swaps it with the artifact by renameat2(RENAME_EXCHANGE), fsyncs the
-//   parent, and returns; the old tree, now at the staging path, is removed
-//   after StoreOptions::old_version_grace (core/store/retired_trees.h). A
-//   resize into an output directory stages a full copy beside the
-//   destination and publishes it with renameat2(RENAME_NOREPLACE) (or, when
-//   replacing, an exchange, the replaced tree retired the same way).
-// * Crash safety. At every instant the artifact path holds the complete old
-//   or the complete new version. Opening a store removes staging debris that
-//   a crash left, recognised by name (so a directory that someone renames to
-//   a staging name is removed too: docs/security.md, "Known limits").
-// * Locks. Per artifact: writers exclude each other (in process, and across
-//   processes by an flock in the state directory); readers share and only
-//   wait for the instant of an exchange. A store is opened by one process at
-//   a time (the LOCK file in the state directory). Writers on different
-//   artifacts never wait for each other.
+// ArtifactStore: a directory tree of artifacts (and read-only roots that it
+// only reads), read through caches, and changed by a commit engine that
+// never leaves an artifact half-written: stage then swap, recovery after a
+// crash, and the locks, as docs/commit-protocol.md tells.
 //
 // Names: an artifact is named by its path relative to the store root ("a",
-// "team/llama") or by an absolute path inside the store, canonicalised by
-// CanonicalArtifactName (core/store/artifact_name.h). Every file-system call
-// goes through an Env confined to the root (core/os/env.h), so a symbolic link
-// anywhere on the path, or swapped in while a write runs, fails the call
-// (PERMISSION_DENIED) and nothing outside the root is read or written.
+// "team/llama"), by an absolute path inside the store, or as "NAME:path" in
+// a read-only root (core/store/artifact_name.h). Every file-system call goes
+// through an Env confined to its root (core/os/env.h): a symbolic link on
+// the path, even one swapped in while a write runs, fails the call
+// (PERMISSION_DENIED), and nothing outside the root is read or written.
 //
-// Lock files: a writer's cross-process flock is on a file in the state
-// directory that exists only while the write holds it (created for an
-// existing artifact or an output directory about to be created, removed
-// before unlocking; see docs/commit-protocol.md), so the state directory
-// stays bounded whatever names callers send.
+// Opening and names are in store.cc, the reads in store_read.cc, the commit
+// engine in store_commit.cc; its parts in locks.h, staging_name.h,
+// recovery.h, listing.h and retired_trees.h.
 //
 // Thread-safe: all methods may be called concurrently.
 #ifndef RBLN_CORE_STORE_STORE_H_
@@ -45,7 +25,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -62,12 +41,11 @@
 #include "core/resize/fit.h"
 #include "core/resize/rescale.h"
 #include "core/store/artifact_name.h"
+#include "core/store/listing.h"
+#include "core/store/locks.h"
 #include "core/store/retired_trees.h"
 
 namespace rbln {
-
-// The state directory under the store root (locks); never an artifact.
-inline constexpr char kStateDirName[] = ".rbln-artifactd";
 
 // A directory of existing artifacts that the store reads, and copies from
 // into the store, but never changes (`--read-only-root [NAME=]DIR`).
@@ -165,16 +143,6 @@ struct StoreRootInfo {
   std::string name;  // "" for the store
   std::string dir;   // resolved
   bool read_only = false;
-};
-
-// What List found and what it passed over.
-struct StoreListing {
-  std::vector<std::string> names;  // canonical names, sorted per root
-  struct Skipped {
-    std::string name;  // canonical name of the entry
-    std::string reason;
-  };
-  std::vector<Skipped> skipped;
 };
 
 struct WriteResult {
@@ -325,9 +293,6 @@ class ArtifactStore {
 
  private:
   DramProvider* device_provider() const;
-  struct LockEntry;
-  class ArtifactLock;
-  class WriterLease;
 
   // A read-only root: its own Env and Freshness.
   struct ReadOnlyRoot {
@@ -339,27 +304,8 @@ class ArtifactStore {
                 std::string root, StoreOptions options);
   absl::Status OpenReadOnlyRoots();
   Located LocateRel(size_t root, std::string rel) const;
-  std::shared_ptr<LockEntry> Entry(const std::string& canonical_name);
-  std::string LockFilePath(const std::string& canonical_name) const;
   // INVALID_ARGUMENT when a proper ancestor of the name is an artifact.
   absl::Status CheckNotInsideArtifact(const std::string& canonical_name);
-  // Visits the store's directories, from the root down (at most
-  // kMaxStoreDepth deep): `visit` gets a directory's store-relative name and
-  // entries and returns the child directories to look into. A directory
-  // below the root that cannot be read is logged and skipped.
-  using StoreVisitor = std::function<std::vector<std::string>(
-      const std::string& rel, const std::vector<DirEntry>& entries)>;
-  absl::Status WalkStore(const StoreVisitor& visit);
-  // The same for any root; what it skips is added to `skipped` (when not
-  // null) besides being logged.
-  absl::Status WalkRoot(size_t root, const StoreVisitor& visit,
-                        std::vector<StoreListing::Skipped>* skipped);
-  // The artifacts of roots_[root], appended to `listing`.
-  absl::Status ListRoot(size_t root, StoreListing* listing);
-  absl::Status RemoveDebris();
-  // Removes the lock files in `dir` that nobody holds (left by a writer
-  // that was killed), as their holder would have.
-  void RemoveStaleLockFiles(const std::string& dir);
   // Reads the request against `artifact` (compare-and-set, device, guards,
   // output checks) into `result`; returns the resize to make.
   absl::StatusOr<ResizePlan> Plan(const WriteRequest& request,
@@ -443,27 +389,12 @@ class ArtifactStore {
   // Set once the roots are complete (Open): nothing is kept before.
   bool roots_complete_ ABSL_GUARDED_BY(located_mu_) = false;
 
-  absl::Mutex mu_;
-  // Live lock entries by canonical name; an entry is dropped when the last
-  // user releases it.
-  absl::flat_hash_map<std::string, std::weak_ptr<LockEntry>> entries_
-      ABSL_GUARDED_BY(mu_);
+  // The artifacts' in-process locks.
+  ArtifactLockTable locks_;
   // Last, so that it is destroyed first: what is pending is removed while
   // the Env and the store's LOCK are still there.
   RetiredTrees retired_;
 };
-
-// The file whose exclusive flock a writer of `canonical_name` holds, in the
-// store's state directory. A maintenance tool that changes an artifact
-// directly takes the same lock to keep the daemon out.
-std::string ArtifactLockPath(absl::string_view store_root,
-                             absl::string_view canonical_name);
-
-// Staging names: `.<name>.staging-<16 lowercase hex digits>`.
-std::string StagingNameFor(absl::string_view name);
-// The artifact name a staging entry belongs to, or nullopt when `entry` is
-// not exactly a staging name.
-std::optional<std::string> StagedArtifactName(absl::string_view entry);
 
 }  // namespace rbln
 

@@ -1,0 +1,134 @@
+// ArtifactStore's reads (core/store/store.h): artifacts and summaries
+// through the artifact cache, under the artifact's reader lock, and the
+// listings of the store and the read-only roots (core/store/listing.h).
+#include <memory>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "core/core_metrics.h"
+#include "core/error_facts.h"
+#include "core/status_macros.h"
+#include "core/store/listing.h"
+#include "core/store/store.h"
+
+namespace rbln {
+namespace {
+
+// What `read` returns, read under the reader lock of the artifact `name`
+// (so that no exchange swaps the directory mid-read), shared; an error
+// names the artifact.
+template <typename T, typename Read>
+absl::StatusOr<std::shared_ptr<const T>> ReadLocked(ArtifactLockTable& locks,
+                                                    const std::string& name,
+                                                    const Read& read) {
+  absl::StatusOr<T> result;
+  {
+    std::shared_ptr<ArtifactLockEntry> entry = locks.Entry(name);
+    absl::ReaderMutexLock lock(&entry->rw);
+    result = read();
+  }
+  if (!result.ok()) return NameArtifactInFacts(result.status(), name);
+  return std::make_shared<const T>(*std::move(result));
+}
+
+// A lookup that may not read (ReadMode::kCachedOnly) counts only when it
+// hits: on a miss its caller reads next, and that lookup counts, so that one
+// read counts once.
+void CountCacheMiss(ArtifactStore::ReadMode mode) {
+  if (mode == ArtifactStore::ReadMode::kMayRead) {
+    CountArtifactCacheLookup(CacheLookup::kMiss);
+  }
+}
+
+}  // namespace
+
+ArtifactOptions ArtifactStore::WithCodecs(const Located& at,
+                                          ArtifactOptions options) {
+  options.external_codec = options_.external_codec;
+  options.inspect_cache = &inspect_cache_;
+  options.freshness = at.freshness;
+  return options;
+}
+
+absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
+                                             ArtifactOptions options) {
+  RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Artifact> artifact,
+                        ReadShared(name, std::move(options)));
+  return *artifact;
+}
+
+absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
+    absl::string_view name, ArtifactOptions options, ReadMode mode) {
+  RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Located> at, Locate(name));
+  return ReadShared(*at, std::move(options), mode);
+}
+
+absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
+    const Located& at, ArtifactOptions options, ReadMode mode) {
+  const bool cached = !options.verify_payload;
+  if (cached) {
+    if (auto artifact = artifact_cache_.FindArtifact(at.freshness, at.path)) {
+      CountArtifactCacheLookup(CacheLookup::kHit);
+      return artifact;
+    }
+    CountCacheMiss(mode);
+  }
+  if (mode == ReadMode::kCachedOnly) return nullptr;
+  const absl::Time start = absl::Now();
+  RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Artifact> shared,
+                        ReadLocked<Artifact>(locks_, at.name, [&] {
+                          return Artifact::Open(
+                              at.env, at.path,
+                              WithCodecs(at, std::move(options)));
+                        }));
+  if (cached) artifact_cache_.InsertArtifact(at.freshness, shared, start);
+  return shared;
+}
+
+absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
+ArtifactStore::ReadSummary(absl::string_view name, ReadMode mode) {
+  RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Located> at, Locate(name));
+  return ReadSummary(*at, mode);
+}
+
+absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
+ArtifactStore::ReadSummary(const Located& at, ReadMode mode) {
+  if (auto summary = artifact_cache_.FindSummary(at.freshness, at.path)) {
+    CountArtifactCacheLookup(CacheLookup::kHit);
+    return summary;
+  }
+  CountCacheMiss(mode);
+  if (mode == ReadMode::kCachedOnly) return nullptr;
+  const absl::Time start = absl::Now();
+  RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const ArtifactSummary> shared,
+                        ReadLocked<ArtifactSummary>(locks_, at.name, [&] {
+                          return ReadArtifactSummary(at.env, at.path,
+                                                     at.freshness);
+                        }));
+  artifact_cache_.InsertSummary(at.freshness, at.path, shared, start);
+  return shared;
+}
+
+absl::StatusOr<std::vector<std::string>> ArtifactStore::List() {
+  StoreListing listing;
+  RBLN_RETURN_IF_ERROR(ListRoot(names_[0], env_, false, &listing));
+  return std::move(listing.names);
+}
+
+absl::StatusOr<StoreListing> ArtifactStore::ListAll() {
+  StoreListing listing;
+  RBLN_RETURN_IF_ERROR(ListRoot(names_[0], env_, false, &listing));
+  // A read-only root that cannot be read (unmounted, permissions changed)
+  // is one skipped entry, not a failed listing.
+  for (size_t root = 1; root < names_.size(); ++root) {
+    absl::Status status =
+        ListRoot(names_[root], read_only_[root - 1].env.get(), true, &listing);
+    if (!status.ok()) {
+      listing.skipped.push_back(
+          {LocateRel(root, "").name, std::string(status.message())});
+    }
+  }
+  return listing;
+}
+
+}  // namespace rbln
