@@ -304,8 +304,17 @@ class ArtifactStore {
                 std::string root, StoreOptions options);
   absl::Status OpenReadOnlyRoots();
   Located LocateRel(size_t root, std::string rel) const;
+
+  // store_read.cc.
+  // ArtifactOptions for a read at `at`, with the store's codec and cache.
+  ArtifactOptions WithCodecs(const Located& at, ArtifactOptions options = {});
+
+  // store_commit.cc, in the order of docs/commit-protocol.md.
   // INVALID_ARGUMENT when a proper ancestor of the name is an artifact.
   absl::Status CheckNotInsideArtifact(const std::string& canonical_name);
+  absl::StatusOr<WriteResult> WriteLocked(const WriteRequest& request,
+                                          const Located& source,
+                                          const std::string& output_name);
   // Reads the request against `artifact` (compare-and-set, device, guards,
   // output checks) into `result`; returns the resize to make.
   absl::StatusOr<ResizePlan> Plan(const WriteRequest& request,
@@ -319,9 +328,6 @@ class ArtifactStore {
   absl::Status VerifyBeforeCopy(Env* env, const Artifact& artifact,
                                 bool requested,
                                 std::vector<std::string>* warnings);
-  absl::StatusOr<WriteResult> WriteLocked(const WriteRequest& request,
-                                          const Located& source,
-                                          const std::string& output_name);
   // Writes the resized artifact into `staging` (created here); on error
   // removes it. `what` names the result in a disk-full message. When the
   // disk is full and old versions are waiting out their grace period, they
@@ -329,24 +335,6 @@ class ArtifactStore {
   absl::Status Stage(const Artifact& artifact, const ResizePlan& plan,
                      const std::string& staging, const std::string& what,
                      const WriteResizedOptions& write_options);
-  // The commits append warnings (e.g. a failed fsync after the commit
-  // point) to `warnings`.
-  absl::Status CommitInPlace(const Artifact& artifact, const ResizePlan& plan,
-                             const std::string& name,
-                             const WriteResizedOptions& write_options,
-                             std::vector<std::string>* warnings);
-  // Whether the output exists (and may be replaced); the errors a real
-  // write would give for it (parent missing, exists without replace, not
-  // replaceable).
-  // Returns the existing destination (to be replaced), or nullopt.
-  // ArtifactOptions for a read at `at`, with the store's codec and cache.
-  ArtifactOptions WithCodecs(const Located& at, ArtifactOptions options = {});
-  absl::StatusOr<std::optional<FileStat>> CheckOutput(
-      const std::string& output_name, bool replace);
-  absl::Status CommitToOutput(const Artifact& artifact, const ResizePlan& plan,
-                              const std::string& output_name, bool replace,
-                              const WriteResizedOptions& write_options,
-                              std::vector<std::string>* warnings);
   // Swaps `staging` in at `name`, holding the artifact's reader lock
   // exclusively for that instant (CANCELLED, changing nothing, when
   // `is_cancelled` says so while readers hold it). What comes out must be
@@ -358,6 +346,21 @@ class ArtifactStore {
                         const FileStat& expected,
                         const std::function<bool()>& is_cancelled,
                         bool* staging_is_theirs);
+  // The commits append warnings (e.g. a failed fsync after the commit
+  // point) to `warnings`.
+  absl::Status CommitInPlace(const Artifact& artifact, const ResizePlan& plan,
+                             const std::string& name,
+                             const WriteResizedOptions& write_options,
+                             std::vector<std::string>* warnings);
+  // The existing destination (to be replaced), or nullopt when there is
+  // none; the errors a real write would give for it (parent missing, exists
+  // without replace, not replaceable).
+  absl::StatusOr<std::optional<FileStat>> CheckOutput(
+      const std::string& output_name, bool replace);
+  absl::Status CommitToOutput(const Artifact& artifact, const ResizePlan& plan,
+                              const std::string& output_name, bool replace,
+                              const WriteResizedOptions& write_options,
+                              std::vector<std::string>* warnings);
 
   std::unique_ptr<Env> owned_env_;  // when opened without an Env
   Env* const env_;

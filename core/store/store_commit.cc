@@ -492,8 +492,9 @@ absl::StatusOr<std::optional<FileStat>> ArtifactStore::CheckOutput(
   return dest_st;
 }
 
-// "Into an output directory", steps 3 to 5: stage, publish (a new name, or
-// an exchange when replacing), fsync the parent, retire what was replaced.
+// "Into an output directory", steps 2 (again, under the locks) to 5: stage,
+// publish (a new name, or an exchange when replacing), fsync the parent,
+// retire what was replaced.
 absl::Status ArtifactStore::CommitToOutput(
     const Artifact& artifact, const ResizePlan& plan,
     const std::string& output_name, bool replace,
