@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -23,7 +24,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
-#include "tests/daemon_fixture.h"
+#include "tests/daemon_testing.h"
 #include "tests/test_certificates.h"
 
 namespace rbln {

@@ -9,7 +9,9 @@
 // Writes are held up deterministically by taking the artifact's
 // cross-process lock the way a maintenance tool does
 // (docs/commit-protocol.md); every wait is bounded.
+#include <errno.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,12 +37,13 @@
 #include "rapidjson/document.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
 #include "rbln/artifact/v1/reply_metadata.h"
-#include "tests/daemon_fixture.h"
+#include "tests/daemon_testing.h"
 
 namespace rbln::e2e {
 namespace {
 
 namespace v1 = ::rbln::artifact::v1;
+using ::rbln::testing::BinaryPath;
 using ::rbln::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;

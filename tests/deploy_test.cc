@@ -2,18 +2,25 @@
 // config file (deploy/rbln-artifactd.conf) starts it, readiness and stopping
 // reach systemd's notification socket (Type=notify), and --log-format json
 // writes one JSON object a line.
+#include <errno.h>
 #include <grp.h>
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -28,7 +35,7 @@
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
-#include "tests/daemon_fixture.h"
+#include "tests/daemon_testing.h"
 
 namespace rbln {
 namespace {

@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
-#include "tests/daemon_fixture.h"
+#include "tests/daemon_testing.h"
 
 namespace rbln {
 namespace {

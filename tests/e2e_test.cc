@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,7 +45,7 @@
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
 #include "tests/artifact_check.h"
-#include "tests/daemon_fixture.h"
+#include "tests/daemon_testing.h"
 #include "tests/test_certificates.h"
 
 namespace rbln {

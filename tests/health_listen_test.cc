@@ -6,6 +6,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <memory>
@@ -17,13 +18,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
-#include "tests/daemon_fixture.h"
+#include "tests/daemon_testing.h"
 #include "tests/test_certificates.h"
 
 namespace rbln::e2e {
 namespace {
 
 namespace v1 = ::rbln::artifact::v1;
+using ::rbln::testing::BinaryPath;
 using ::rbln::testing::TempDir;
 using ::testing::HasSubstr;
 

@@ -9,30 +9,43 @@
 // directory outside it changed (except for what a successful write is meant
 // to change).
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/format/artifact.h"
+#include "core/os/env.h"
 #include "core/store/staging_name.h"
 #include "core/store/store.h"
 #include "gmock/gmock.h"
+#include "gtest/gtest.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
-#include "tests/daemon_fixture.h"
+#include "tests/daemon_testing.h"
 
 namespace rbln::e2e {
 namespace {
 
 namespace v1 = ::rbln::artifact::v1;
 using ::rbln::testing::HashTree;
+using ::rbln::testing::ReadFileOrDie;
 using ::rbln::testing::TempDir;
 using ::rbln::testing::WriteFileOrDie;
 using ::testing::HasSubstr;

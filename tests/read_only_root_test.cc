@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -23,7 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
-#include "tests/daemon_fixture.h"
+#include "tests/daemon_testing.h"
 #include "tests/test_certificates.h"
 
 namespace rbln {

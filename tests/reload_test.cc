@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
-#include "tests/daemon_fixture.h"
+#include "tests/daemon_testing.h"
 
 namespace rbln {
 namespace {

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <filesystem>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -18,13 +20,16 @@
 #include "core/error_facts.h"
 #include "gmock/gmock.h"
 #include "google/rpc/status.pb.h"
+#include "gtest/gtest.h"
+#include "rapidjson/document.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
-#include "tests/daemon_fixture.h"
+#include "tests/daemon_testing.h"
 
 namespace rbln::e2e {
 namespace {
 
 namespace v1 = ::rbln::artifact::v1;
+using ::rbln::testing::BinaryPath;
 using ::rbln::testing::TempDir;
 
 // The one ErrorDetail in the status's details (grpc-status-details-bin), or

@@ -1,7 +1,7 @@
 // A newcomer's first hour (issue 11), end to end: the real rbln-artifactd,
 // rbln-artifact and rbln-artifact-synth given the mistakes people make at
 // start-up, checked for the documented exit code and a message that says
-// what to do. Every process is bounded (daemon_fixture.h): a daemon that
+// what to do. Every process is bounded (daemon_testing.h): a daemon that
 // starts when it should have refused is killed and fails the test.
 //
 // Exit codes checked here: rbln-artifactd 64 usage, 69 a resource in use,
@@ -22,7 +22,7 @@
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/daemon_fixture.h"
+#include "tests/daemon_testing.h"
 
 namespace rbln {
 namespace {

@@ -1,16 +1,20 @@
 // Test certificates for TLS between the real daemon and client
 // (tests/auth_test.cc, and TCP writes in other end-to-end tests, which need
-// an operator's certificate).
+// an operator's certificate; tests/daemon_testing.h has their flags) and for
+// server/tls_files_test.cc. Header-only: that test links none of the test
+// libraries of tests/.
 #ifndef RBLN_TESTS_TEST_CERTIFICATES_H_
 #define RBLN_TESTS_TEST_CERTIFICATES_H_
 
+// For server/tls_files_test.cc, which had it through this header and is
+// outside tests/ (the include belongs there).
+#include <filesystem>
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "core/testing/test_util.h"
 #include "gtest/gtest.h"
-#include "tests/daemon_fixture.h"
 
 namespace rbln::e2e {
 
@@ -31,8 +35,7 @@ class Certificates {
   Certificates() {
     const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1";
     for (const char* ca : {"ca", "foreign-ca"}) {
-      RunOrFail(absl::StrCat("cd ", ShellQuote(dir_.path()),
-                             " && openssl req -x509 ", ec,
+      RunOrFail(absl::StrCat("cd ", QuotedDir(), " && openssl req -x509 ", ec,
                              " -nodes -days 2 -subj /CN=", ca, " -keyout ", ca,
                              ".key -out ", ca, ".pem 2>&1"));
     }
@@ -61,7 +64,7 @@ class Certificates {
   void Issue(const std::string& name, const std::string& ca,
              const std::string& cn, const std::string& ext) {
     RunOrFail(absl::StrCat(
-        "cd ", ShellQuote(dir_.path()),
+        "cd ", QuotedDir(),
         " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
         "-nodes -subj /CN=",
         cn, " -keyout ", name, ".key -out ", name,
@@ -70,24 +73,14 @@ class Certificates {
         name, ".pem 2>&1"));
   }
 
+  // The directory as one word of a shell command.
+  std::string QuotedDir() const {
+    return absl::StrCat("'", absl::StrReplaceAll(dir_.path(), {{"'", "'\\''"}}),
+                        "'");
+  }
+
   ::rbln::testing::TempDir dir_;
 };
-
-// rbln-artifactd flags: TLS with client certificates of `certs`' CA, and
-// cn:operator an operator.
-inline std::vector<std::string> OperatorTlsDaemonFlags(
-    const Certificates& certs) {
-  return {"--tls-cert",        certs.Pem("server"), "--tls-key",
-          certs.Key("server"), "--tls-client-ca",   certs.Pem("ca"),
-          "--operators",       "cn:operator"};
-}
-
-// rbln-artifact flags (shell-quoted) of the operator client.
-inline std::string OperatorTlsClientArgs(const Certificates& certs) {
-  return absl::StrCat("--tls-ca ", ShellQuote(certs.Pem("ca")), " --tls-cert ",
-                      ShellQuote(certs.Pem("operator")), " --tls-key ",
-                      ShellQuote(certs.Key("operator")));
-}
 
 }  // namespace rbln::e2e
 

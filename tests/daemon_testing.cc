@@ -1,9 +1,4 @@
-// Shared by the end-to-end tests (tests/e2e_*_test.cc): starting the real
-// rbln-artifactd and running the rbln-artifact client and other programs as
-// separate processes, with every wait bounded so that a hang fails a test
-// instead of stalling the suite, plus readers of what they print and write.
-#ifndef RBLN_TESTS_DAEMON_FIXTURE_H_
-#define RBLN_TESTS_DAEMON_FIXTURE_H_
+#include "tests/daemon_testing.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -17,15 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <cstdint>
 #include <filesystem>
-#include <optional>
-#include <ostream>
-#include <string>
 #include <thread>
-#include <vector>
+#include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -35,9 +26,6 @@
 #include "core/format/artifact.h"
 #include "core/os/env.h"
 #include "core/store/store.h"
-#include "core/testing/test_util.h"
-#include "gtest/gtest.h"
-#include "rapidjson/document.h"
 
 extern char** environ;
 
@@ -46,25 +34,17 @@ namespace rbln::e2e {
 using ::rbln::testing::BinaryPath;
 using ::rbln::testing::ReadFileOrDie;
 
-// Generous bounds that only turn hangs into failures.
-inline constexpr auto kStartTimeout = std::chrono::seconds(30);
-inline constexpr auto kExitTimeout = std::chrono::seconds(60);
-inline constexpr char kCommandTimeout[] = "timeout -k 5 60";
-
-inline std::string ShellQuote(absl::string_view text) {
+std::string ShellQuote(absl::string_view text) {
   return absl::StrCat("'", absl::StrReplaceAll(text, {{"'", "'\\''"}}), "'");
 }
 
-inline std::string ReadIfExists(const std::string& path) {
+std::string ReadIfExists(const std::string& path) {
   std::error_code ec;
   return std::filesystem::exists(path, ec) ? ReadFileOrDie(path) : "";
 }
 
-// Starts `argv` in `cwd` with stdout and stderr to the given files. Returns
-// the pid, or -1 (with a test failure) when it cannot be spawned.
-inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& cwd,
-                   const std::string& stdout_path,
-                   const std::string& stderr_path) {
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& cwd,
+            const std::string& stdout_path, const std::string& stderr_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
@@ -90,9 +70,7 @@ inline pid_t Spawn(const std::vector<std::string>& argv, const std::string& cwd,
   return pid;
 }
 
-// Waits for `pid` to exit, at most `timeout`; then kills it (and fails the
-// test). Returns the wait status, or nullopt when it had to be killed.
-inline std::optional<int> WaitBounded(pid_t pid, std::chrono::seconds timeout) {
+std::optional<int> WaitBounded(pid_t pid, std::chrono::seconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     int status = 0;
@@ -113,15 +91,57 @@ inline std::optional<int> WaitBounded(pid_t pid, std::chrono::seconds timeout) {
   }
 }
 
-inline std::string DescribeWaitStatus(int status) {
+std::string DescribeWaitStatus(int status) {
   if (WIFEXITED(status)) return absl::StrCat("exit ", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return absl::StrCat("signal ", WTERMSIG(status));
   return absl::StrCat("wait status ", status);
 }
 
-// True when something accepts a connection at `address` (unix:PATH or
-// 127.0.0.1:PORT).
-inline bool Accepts(const std::string& address) {
+std::ostream& operator<<(std::ostream& os, const Outcome& o) {
+  return os << "exit " << o.code << "\n--- stdout:\n"
+            << o.out << "--- stderr:\n"
+            << o.err;
+}
+
+Outcome RunShell(const std::string& command, const std::string& stderr_path) {
+  Outcome outcome;
+  outcome.code = rbln::testing::RunCommand(
+      absl::StrCat("((", command, ") 2>", ShellQuote(stderr_path), ")"),
+      &outcome.out);
+  outcome.err = ReadIfExists(stderr_path);
+  return outcome;
+}
+
+Outcome RunProgram(const std::string& program, const std::string& args,
+                   const std::string& cwd, const std::string& stderr_path) {
+  return RunShell(absl::StrCat("cd ", ShellQuote(cwd), " && ", kCommandTimeout,
+                               " ", ShellQuote(BinaryPath(program)), " ", args),
+                  stderr_path);
+}
+
+Outcome RunClient(const std::string& server, const std::string& args,
+                  const std::string& cwd, const std::string& stderr_path) {
+  return RunProgram("rbln-artifact",
+                    absl::StrCat("--server ", ShellQuote(server), " ", args),
+                    cwd, stderr_path);
+}
+
+void Synthesize(const std::string& preset, const std::string& out_dir,
+                const std::vector<std::string>& extra_flags) {
+  std::string output;
+  std::vector<std::string> quoted;
+  for (const std::string& flag : extra_flags) {
+    quoted.push_back(ShellQuote(flag));
+  }
+  const int code = rbln::testing::RunCommand(
+      absl::StrCat(ShellQuote(BinaryPath("rbln-artifact-synth")), " --preset ",
+                   preset, " --payload-bytes 64KiB --out ", ShellQuote(out_dir),
+                   " ", absl::StrJoin(quoted, " ")),
+      &output);
+  ASSERT_EQ(code, 0) << output;
+}
+
+bool Accepts(const std::string& address) {
   int fd = -1;
   int rc = -1;
   if (absl::StartsWith(address, "unix:")) {
@@ -151,10 +171,7 @@ inline bool Accepts(const std::string& address) {
   return rc == 0;
 }
 
-// A socket bound to a free loopback TCP port (port 0), listening when
-// `listen_too` (anything on a port, for "port in use" cases); *port gets the
-// port. -1, with a test failure, when that cannot be done.
-inline int BindFreeLoopbackPort(bool listen_too, int* port) {
+int BindFreeLoopbackPort(bool listen_too, int* port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -172,79 +189,23 @@ inline int BindFreeLoopbackPort(bool listen_too, int* port) {
   return fd;
 }
 
-// A TCP port that was free a moment ago (bound to port 0, then released).
-inline int PickFreePort() {
+int PickFreePort() {
   int port = 0;
   const int fd = BindFreeLoopbackPort(/*listen_too=*/false, &port);
   if (fd >= 0) close(fd);
   return port;
 }
 
-// One run of a command: exit code, stdout and stderr apart.
-struct Outcome {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-inline std::ostream& operator<<(std::ostream& os, const Outcome& o) {
-  return os << "exit " << o.code << "\n--- stdout:\n"
-            << o.out << "--- stderr:\n"
-            << o.err;
+std::string Daemon::Logs() const {
+  return absl::StrCat("daemon stdout:\n", ReadIfExists(stdout_path),
+                      "daemon stderr:\n", ReadIfExists(stderr_path));
 }
 
-// A running rbln-artifactd with its logs in files.
-struct Daemon {
-  pid_t pid = -1;
-  std::string address;
-  std::string stdout_path;
-  std::string stderr_path;
-
-  std::string Logs() const {
-    return absl::StrCat("daemon stdout:\n", ReadIfExists(stdout_path),
-                        "daemon stderr:\n", ReadIfExists(stderr_path));
-  }
-};
-
-// Whether `daemon`'s stderr comes to hold `text` (a bounded wait: 5 s); a
-// test failure with its logs when it does not.
-inline bool AwaitLog(const Daemon& daemon, const std::string& text) {
-  for (int i = 0; i < 500; ++i) {
-    if (ReadIfExists(daemon.stderr_path).find(text) != std::string::npos) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ADD_FAILURE() << "the daemon never logged \"" << text << "\"\n"
-                << daemon.Logs();
-  return false;
-}
-
-// An artifact's cross-process lock, held as a maintenance tool holds it:
-// writers of the artifact wait until it is released.
-class HeldArtifactLock {
- public:
-  HeldArtifactLock(const std::string& store, const std::string& name) {
-    absl::StatusOr<std::unique_ptr<::rbln::FileLock>> lock =
-        ::rbln::Env::Default()->LockFile(::rbln::ArtifactLockPath(store, name),
-                                         /*exclusive=*/true, /*wait=*/false);
-    EXPECT_TRUE(lock.ok()) << lock.status();
-    if (lock.ok()) lock_ = *std::move(lock);
-  }
-  bool held() const { return lock_ != nullptr; }
-  void Release() { lock_.reset(); }
-
- private:
-  std::unique_ptr<::rbln::FileLock> lock_;
-};
-
-// Starts rbln-artifactd with `flags` and waits until `address` accepts
-// connections. A daemon that exits or does not come up in time fails the test
-// with its stderr.
-inline void StartDaemonWithFlags(const std::string& work_dir,
-                                 const std::string& address,
-                                 const std::vector<std::string>& flags,
-                                 Daemon* daemon) {
+void StartDaemonWithFlags(const std::string& work_dir,
+                          const std::string& address,
+                          const std::vector<std::string>& flags,
+                          Daemon* daemon) {
+  // Each daemon of the process logs to files of its own.
   static int started = 0;
   const std::string tag = absl::StrCat("daemon", started++);
   daemon->address = address;
@@ -275,21 +236,16 @@ inline void StartDaemonWithFlags(const std::string& work_dir,
   }
 }
 
-// rbln-artifactd --store `store` --listen `address` --log-level warn
-// `extra_flags`, as StartDaemonWithFlags.
-inline void StartDaemon(const std::string& work_dir, const std::string& store,
-                        const std::string& address,
-                        const std::vector<std::string>& extra_flags,
-                        Daemon* daemon) {
+void StartDaemon(const std::string& work_dir, const std::string& store,
+                 const std::string& address,
+                 const std::vector<std::string>& extra_flags, Daemon* daemon) {
   std::vector<std::string> flags = {"--store", store,         "--listen",
                                     address,   "--log-level", "warn"};
   flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
   StartDaemonWithFlags(work_dir, address, flags, daemon);
 }
 
-// SIGTERM, then the daemon must exit with status 0 (graceful shutdown) and,
-// for a Unix socket, remove it.
-inline void StopDaemon(Daemon* daemon) {
+void StopDaemon(Daemon* daemon) {
   if (daemon->pid <= 0) return;
   ASSERT_EQ(kill(daemon->pid, SIGTERM), 0) << strerror(errno);
   std::optional<int> status = WaitBounded(daemon->pid, kExitTimeout);
@@ -304,55 +260,51 @@ inline void StopDaemon(Daemon* daemon) {
   }
 }
 
-// Runs `command` through the shell with stderr captured apart (RunCommand
-// merges what reaches the outer shell's stderr into stdout).
-inline Outcome RunShell(const std::string& command,
-                        const std::string& stderr_path) {
-  Outcome outcome;
-  outcome.code = rbln::testing::RunCommand(
-      absl::StrCat("((", command, ") 2>", ShellQuote(stderr_path), ")"),
-      &outcome.out);
-  outcome.err = ReadIfExists(stderr_path);
-  return outcome;
-}
-
-// rbln-artifact --server `server` ARGS (unquoted: split by the shell), run in
-// `cwd`.
-inline Outcome RunClient(const std::string& server, const std::string& args,
-                         const std::string& cwd,
-                         const std::string& stderr_path) {
-  return RunShell(absl::StrCat("cd ", ShellQuote(cwd), " && ", kCommandTimeout,
-                               " ", ShellQuote(BinaryPath("rbln-artifact")),
-                               " --server ", ShellQuote(server), " ", args),
-                  stderr_path);
-}
-
-inline void Synthesize(const std::string& preset, const std::string& out_dir,
-                       const std::vector<std::string>& extra_flags = {}) {
-  std::string output;
-  std::vector<std::string> quoted;
-  for (const std::string& flag : extra_flags) {
-    quoted.push_back(ShellQuote(flag));
+bool AwaitLog(const Daemon& daemon, const std::string& text) {
+  for (int i = 0; i < 500; ++i) {
+    if (ReadIfExists(daemon.stderr_path).find(text) != std::string::npos) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const int code = rbln::testing::RunCommand(
-      absl::StrCat(ShellQuote(BinaryPath("rbln-artifact-synth")), " --preset ",
-                   preset, " --payload-bytes 64KiB --out ", ShellQuote(out_dir),
-                   " ", absl::StrJoin(quoted, " ")),
-      &output);
-  ASSERT_EQ(code, 0) << output;
+  ADD_FAILURE() << "the daemon never logged \"" << text << "\"\n"
+                << daemon.Logs();
+  return false;
 }
 
-inline uint64_t CountOnDisk(const std::string& dir) {
+std::vector<std::string> OperatorTlsDaemonFlags(const Certificates& certs) {
+  return {"--tls-cert",        certs.Pem("server"), "--tls-key",
+          certs.Key("server"), "--tls-client-ca",   certs.Pem("ca"),
+          "--operators",       "cn:operator"};
+}
+
+std::string OperatorTlsClientArgs(const Certificates& certs) {
+  return absl::StrCat("--tls-ca ", ShellQuote(certs.Pem("ca")), " --tls-cert ",
+                      ShellQuote(certs.Pem("operator")), " --tls-key ",
+                      ShellQuote(certs.Key("operator")));
+}
+
+HeldArtifactLock::HeldArtifactLock(const std::string& store,
+                                   const std::string& name) {
+  absl::StatusOr<std::unique_ptr<FileLock>> lock =
+      Env::Default()->LockFile(ArtifactLockPath(store, name),
+                               /*exclusive=*/true, /*wait=*/false);
+  EXPECT_TRUE(lock.ok()) << lock.status();
+  if (lock.ok()) lock_ = *std::move(lock);
+}
+
+HeldArtifactLock::~HeldArtifactLock() = default;
+
+void HeldArtifactLock::Release() { lock_.reset(); }
+
+uint64_t CountOnDisk(const std::string& dir) {
   absl::StatusOr<Artifact> artifact =
       Artifact::Open(Env::Default(), dir, {.verify_payload = true});
   EXPECT_TRUE(artifact.ok()) << dir << ": " << artifact.status();
   return artifact.ok() ? artifact->current_num_blocks() : 0;
 }
 
-// A uint64 field of a JSON object. rbln-artifact --json prints numbers
-// (tests/cli_exit_test.cc checks that); proto3 JSON's strings are accepted
-// too, for other printers. Fails the test when it is missing.
-inline uint64_t JsonU64(const rapidjson::Value& object, const char* field) {
+uint64_t JsonU64(const rapidjson::Value& object, const char* field) {
   if (!object.IsObject() || !object.HasMember(field)) {
     ADD_FAILURE() << "JSON has no field " << field;
     return 0;
@@ -367,8 +319,7 @@ inline uint64_t JsonU64(const rapidjson::Value& object, const char* field) {
   return 0;
 }
 
-// Parses stdout as one JSON object (fails the test otherwise).
-inline rapidjson::Document ParseJson(const Outcome& outcome) {
+rapidjson::Document ParseJson(const Outcome& outcome) {
   rapidjson::Document doc;
   doc.Parse(outcome.out.c_str());
   EXPECT_FALSE(doc.HasParseError()) << "not JSON: " << outcome;
@@ -377,5 +328,3 @@ inline rapidjson::Document ParseJson(const Outcome& outcome) {
 }
 
 }  // namespace rbln::e2e
-
-#endif  // RBLN_TESTS_DAEMON_FIXTURE_H_
