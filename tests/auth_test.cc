@@ -27,26 +27,11 @@
 #include "tests/daemon_testing.h"
 #include "tests/test_certificates.h"
 
-namespace rbln {
+namespace rbln::e2e {
 namespace {
 
-using ::rbln::e2e::Certificates;
-using ::rbln::e2e::CountOnDisk;
-using ::rbln::e2e::Daemon;
-using ::rbln::e2e::HeldArtifactLock;
-using ::rbln::e2e::kCommandTimeout;
-using ::rbln::e2e::Outcome;
-using ::rbln::e2e::PickFreePort;
-using ::rbln::e2e::ReadIfExists;
-using ::rbln::e2e::RunOrFail;
-using ::rbln::e2e::RunShell;
-using ::rbln::e2e::ShellQuote;
-using ::rbln::e2e::StartDaemonWithFlags;
-using ::rbln::e2e::StopDaemon;
-using ::rbln::e2e::Synthesize;
 using ::rbln::testing::BinaryPath;
 using ::rbln::testing::HashTree;
-using ::rbln::testing::TempDir;
 using ::rbln::testing::WriteFileOrDie;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -56,19 +41,12 @@ constexpr int kClientUnreachable = 3;
 constexpr int kClientUsage = 2;
 constexpr int kExUsage = 64;
 
-class AuthTest : public ::testing::Test {
+class AuthTest : public TlsDaemonTest {
  protected:
-  static void SetUpTestSuite() { certs_ = new Certificates(); }
-  static void TearDownTestSuite() {
-    delete certs_;
-    certs_ = nullptr;
-  }
-
   void SetUp() override {
-    std::filesystem::create_directory(store_);
+    TlsDaemonTest::SetUp();
     ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", Artifact()));
   }
-  void TearDown() override { StopDaemon(&daemon_); }
 
   std::string Artifact() const { return absl::StrCat(store_, "/tiny"); }
 
@@ -79,7 +57,7 @@ class AuthTest : public ::testing::Test {
         "--store", store_,        "--listen", listen,          "--rbln-smi",
         "none",    "--log-level", "info",     "--device-dram", "16GiB"};
     all.insert(all.end(), flags.begin(), flags.end());
-    StartDaemonWithFlags(root_.path(), listen, all, &daemon_);
+    StartWithFlags(listen, all);
   }
 
   bool AwaitLog(const std::string& text) {
@@ -94,11 +72,7 @@ class AuthTest : public ::testing::Test {
   // rbln-artifact --server `server` `credentials` ARGS.
   Outcome Client(const std::string& server, const std::string& credentials,
                  const std::string& args) {
-    return RunShell(
-        absl::StrCat("cd ", ShellQuote(store_), " && ", kCommandTimeout, " ",
-                     ShellQuote(BinaryPath("rbln-artifact")), " --server ",
-                     ShellQuote(server), " ", credentials, " ", args),
-        root_.Join("client.err"));
+    return CliAt(server, absl::StrCat(credentials, " ", args), store_);
   }
 
   // --tls-ca, and --tls-cert/--tls-key of `name` unless empty.
@@ -142,14 +116,7 @@ class AuthTest : public ::testing::Test {
     EXPECT_EQ(dry.code, 0) << dry;
     EXPECT_EQ(HashTree(store_), before) << "a dry run changed the store";
   }
-
-  static Certificates* certs_;
-  TempDir root_;
-  const std::string store_ = root_.Join("store");
-  Daemon daemon_;
 };
-
-Certificates* AuthTest::certs_ = nullptr;
 
 TEST_F(AuthTest, ClientCertificatesNameCallersAndOnlyOperatorsWrite) {
   const std::string address = absl::StrCat("127.0.0.1:", PickFreePort());
@@ -366,10 +333,8 @@ TEST_F(AuthTest, NonLoopbackPlaintextNeedsAllowInsecureTcp) {
   const int port = PickFreePort();
   const std::string any = absl::StrCat("0.0.0.0:", port);
   Outcome refused =
-      RunShell(absl::StrCat(kCommandTimeout, " ",
-                            ShellQuote(BinaryPath("rbln-artifactd")),
-                            " --store ", ShellQuote(store_), " --listen ", any),
-               root_.Join("refused.err"));
+      Run("rbln-artifactd",
+          absl::StrCat("--store ", ShellQuote(store_), " --listen ", any));
   EXPECT_EQ(refused.code, kExUsage) << refused;
   EXPECT_THAT(refused.err, HasSubstr("--allow-insecure-tcp")) << refused;
 
@@ -542,7 +507,7 @@ TEST_F(AuthTest, UnixPeersAreKnownByUidAndListedOnesWrite) {
   EXPECT_THAT(ReadIfExists(daemon_.stderr_path),
               HasSubstr(absl::StrCat("caller=\"", identity,
                                      "\" role=reader outcome=PERMISSION")));
-  StopDaemon(&daemon_);
+  Stop();
 
   // Listed by user name, then by group: an operator. Root without the
   // defaults: a reader.
@@ -558,11 +523,11 @@ TEST_F(AuthTest, UnixPeersAreKnownByUidAndListedOnesWrite) {
     Outcome root_denied = Client(address, "", Set(count - 4));
     EXPECT_EQ(root_denied.code, 1) << root_denied;
     EXPECT_THAT(root_denied.err, HasSubstr("user:root may only read"));
-    StopDaemon(&daemon_);
+    Stop();
     EXPECT_EQ(CountOnDisk(Artifact()), count);
     ++count;
   }
 }
 
 }  // namespace
-}  // namespace rbln
+}  // namespace rbln::e2e

@@ -44,7 +44,6 @@ namespace {
 
 namespace v1 = ::rbln::artifact::v1;
 using ::rbln::testing::BinaryPath;
-using ::rbln::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -94,23 +93,12 @@ std::string Str(const rapidjson::Value& object, const char* field) {
   return object[field].GetString();
 }
 
-class CliExitTest : public ::testing::Test {
+class CliExitTest : public DaemonTest {
  protected:
   void SetUp() override {
-    std::filesystem::create_directory(store_);
+    DaemonTest::SetUp();
     ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath("tiny")));
-    ASSERT_NO_FATAL_FAILURE(StartDaemon(root_.path(), store_, address_,
-                                        {"--rbln-smi", "none"}, &daemon_));
-  }
-  void TearDown() override {
-    if (daemon_.pid > 0) StopDaemon(&daemon_);
-  }
-
-  std::string StorePath(absl::string_view name) const {
-    return absl::StrCat(store_, "/", name);
-  }
-  Outcome Cli(const std::string& args) {
-    return RunClient(address_, args, store_, root_.Join("cli.err"));
+    ASSERT_NO_FATAL_FAILURE(Start({"--rbln-smi", "none"}));
   }
 
   // Starts rbln-artifact ARGS in the store under script(1) (util-linux,
@@ -148,25 +136,22 @@ class CliExitTest : public ::testing::Test {
     return false;
   }
 
-  TempDir root_;
-  const std::string store_ = root_.Join("store");
-  const std::string socket_ = root_.Join("d.sock");
-  const std::string address_ = "unix:" + socket_;
-  Daemon daemon_;
+  // The daemon's socket.
+  const std::string socket_ = address_.substr(5);
 };
 
 // --- 3: no daemon. ---
 
 TEST_F(CliExitTest, NoDaemonExitsThreeWithAnUnavailableErrorObject) {
   const std::string nowhere = "unix:" + root_.Join("nowhere.sock");
-  Outcome o = RunClient(nowhere, "--get-kvcache-num-blocks --model-id ./tiny",
-                        store_, root_.Join("cli.err"));
+  Outcome o =
+      CliAt(nowhere, "--get-kvcache-num-blocks --model-id ./tiny", store_);
   EXPECT_EQ(o.code, 3) << o;
   EXPECT_THAT(o.err, HasSubstr("cannot reach rbln-artifactd at " + nowhere));
   EXPECT_EQ(o.out, "");
 
-  o = RunClient(nowhere, "--get-kvcache-num-blocks --model-id ./tiny --json",
-                store_, root_.Join("cli.err"));
+  o = CliAt(nowhere, "--get-kvcache-num-blocks --model-id ./tiny --json",
+            store_);
   EXPECT_EQ(o.code, 3) << o;
   EXPECT_THAT(o.err, HasSubstr("cannot reach rbln-artifactd at " + nowhere));
   rapidjson::Document doc = ErrorObject(o.out);
@@ -277,10 +262,8 @@ TEST_F(CliExitTest, DaemonKilledDuringAWriteExitsFiveOutcomeUnknown) {
 // interruption: the outcome is known (nothing changed), so exit 1.
 TEST_F(CliExitTest, ShutdownCancellingAWriteIsTheDaemonsAnswerExitOne) {
   if (!HaveScript()) GTEST_SKIP() << kNoScript;
-  StopDaemon(&daemon_);
-  ASSERT_NO_FATAL_FAILURE(StartDaemon(
-      root_.path(), store_, address_,
-      {"--rbln-smi", "none", "--shutdown-grace-seconds", "1"}, &daemon_));
+  ASSERT_NO_FATAL_FAILURE(
+      Restart({"--rbln-smi", "none", "--shutdown-grace-seconds", "1"}));
   const uint64_t before = CountOnDisk(StorePath("tiny"));
   HeldArtifactLock lock(store_, "tiny");
   ASSERT_TRUE(lock.held());

@@ -327,4 +327,64 @@ rapidjson::Document ParseJson(const Outcome& outcome) {
   return doc;
 }
 
+void DaemonTest::SetUp() { std::filesystem::create_directories(store_); }
+
+void DaemonTest::TearDown() { Stop(); }
+
+std::string DaemonTest::StorePath(absl::string_view name) const {
+  return absl::StrCat(store_, "/", name);
+}
+
+void DaemonTest::UseOperatorTls(const Certificates& certs) { tls_ = &certs; }
+
+void DaemonTest::Start(const std::vector<std::string>& flags) {
+  std::vector<std::string> all = flags;
+  if (tls_ != nullptr) {
+    const std::vector<std::string> tls = OperatorTlsDaemonFlags(*tls_);
+    all.insert(all.end(), tls.begin(), tls.end());
+  }
+  StartDaemon(root_.path(), store_, address_, all, &daemon_);
+}
+
+void DaemonTest::StartWithFlags(const std::string& address,
+                                const std::vector<std::string>& flags) {
+  StartDaemonWithFlags(root_.path(), address, flags, &daemon_);
+}
+
+void DaemonTest::Stop() { StopDaemon(&daemon_); }
+
+void DaemonTest::Restart(const std::vector<std::string>& flags) {
+  Stop();
+  Start(flags);
+}
+
+Outcome DaemonTest::Cli(const std::string& args) {
+  return CliAt(address_, args, store_);
+}
+
+Outcome DaemonTest::CliAt(const std::string& server, const std::string& args,
+                          const std::string& cwd) {
+  const bool tcp =
+      !absl::StartsWith(server, "unix:") && !absl::StartsWith(server, "/");
+  return RunClient(server,
+                   tls_ != nullptr && tcp
+                       ? absl::StrCat(OperatorTlsClientArgs(*tls_), " ", args)
+                       : args,
+                   cwd, root_.Join("cli.err"));
+}
+
+Certificates* TlsDaemonTest::certs_ = nullptr;
+
+void TlsDaemonTest::SetUpTestSuite() { certs_ = new Certificates(); }
+
+void TlsDaemonTest::TearDownTestSuite() {
+  delete certs_;
+  certs_ = nullptr;
+}
+
+Outcome DaemonTest::Run(const std::string& program, const std::string& args) {
+  return RunProgram(program, args, root_.path(),
+                    root_.Join(absl::StrCat("run", runs_++, ".err")));
+}
+
 }  // namespace rbln::e2e

@@ -1,7 +1,8 @@
 // The end-to-end tests' view of the real programs: rbln-artifactd,
 // rbln-artifact and rbln-artifact-synth run as separate processes, every
 // wait bounded so that a hang fails a test instead of stalling the suite;
-// and readers of what they print and write.
+// readers of what they print and write; and DaemonTest, the fixture of a
+// test with one daemon over a store of its own.
 //
 // Failures are reported to the running test (gtest's ADD_FAILURE and
 // ASSERT: call a void function that can fail under ASSERT_NO_FATAL_FAILURE).
@@ -173,6 +174,72 @@ uint64_t JsonU64(const rapidjson::Value& object, const char* field);
 
 // Parses stdout as one JSON object (fails the test otherwise).
 rapidjson::Document ParseJson(const Outcome& outcome);
+
+// --- The fixture ---
+
+// A test of one rbln-artifactd over a store of its own: a fresh root
+// directory; the store `<root>/store`, which SetUp makes; the daemon's
+// address, `unix:<root>/d.sock` unless the test sets another before Start;
+// and the daemon, which TearDown stops as StopDaemon does (so its exit
+// status is checked). A fixture that overrides SetUp or TearDown calls these
+// too.
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // <store>/<name>.
+  std::string StorePath(absl::string_view name) const;
+
+  // From the next Start on, the daemon serves TLS with `certs`
+  // (OperatorTlsDaemonFlags), and the client presents the operator's
+  // certificate to a TCP server (OperatorTlsClientArgs). `certs` outlives
+  // the test.
+  void UseOperatorTls(const Certificates& certs);
+
+  // rbln-artifactd --store <store> --listen <address_> --log-level warn
+  // `flags` (and the TLS flags of UseOperatorTls), as StartDaemon.
+  void Start(const std::vector<std::string>& flags = {});
+  // rbln-artifactd with `flags` alone (the test names the store and the
+  // listeners), up once `address` accepts, as StartDaemonWithFlags.
+  void StartWithFlags(const std::string& address,
+                      const std::vector<std::string>& flags);
+  // Stops the daemon, as StopDaemon.
+  void Stop();
+  // Stop, then Start(flags): one daemon per store.
+  void Restart(const std::vector<std::string>& flags = {});
+
+  // rbln-artifact --server <address_> ARGS (split by the shell), run in the
+  // store.
+  Outcome Cli(const std::string& args);
+  // rbln-artifact --server `server` ARGS, run in `cwd`; with UseOperatorTls
+  // and a TCP `server`, the operator's flags come before ARGS.
+  Outcome CliAt(const std::string& server, const std::string& args,
+                const std::string& cwd);
+  // The built `program` ARGS, run in the root to its exit (bounded), each
+  // run's stderr in a file of its own: for runs meant to be refused.
+  Outcome Run(const std::string& program, const std::string& args);
+
+  ::rbln::testing::TempDir root_;
+  const std::string store_ = root_.Join("store");
+  std::string address_ = "unix:" + root_.Join("d.sock");
+  Daemon daemon_;
+
+ private:
+  const Certificates* tls_ = nullptr;
+  int runs_ = 0;
+};
+
+// DaemonTest with certificates made once for the test suite (making them
+// runs openssl a dozen times), in certs_ from SetUpTestSuite to
+// TearDownTestSuite.
+class TlsDaemonTest : public DaemonTest {
+ protected:
+  static void SetUpTestSuite();
+  static void TearDownTestSuite();
+
+  static Certificates* certs_;
+};
 
 }  // namespace rbln::e2e
 

@@ -37,22 +37,13 @@
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
 #include "tests/daemon_testing.h"
 
-namespace rbln {
+namespace rbln::e2e {
 namespace {
 
 namespace v1 = ::rbln::artifact::v1;
 
-using ::rbln::e2e::Daemon;
-using ::rbln::e2e::Outcome;
-using ::rbln::e2e::ReadIfExists;
-using ::rbln::e2e::RunClient;
-using ::rbln::e2e::ShellQuote;
-using ::rbln::e2e::StartDaemonWithFlags;
-using ::rbln::e2e::StopDaemon;
-using ::rbln::e2e::Synthesize;
 using ::rbln::testing::ReadFileOrDie;
 using ::rbln::testing::SourcePath;
-using ::rbln::testing::TempDir;
 using ::testing::HasSubstr;
 
 constexpr int kExUsage = 64;
@@ -77,21 +68,15 @@ std::string ReplaceOrFail(const std::string& text, const std::string& from,
   return absl::StrReplaceAll(text, {{from, to}});
 }
 
-class DeployTest : public ::testing::Test {
+class DeployTest : public DaemonTest {
  protected:
-  void TearDown() override {
-    if (daemon_.pid > 0) StopDaemon(&daemon_);
-  }
+  // No store beforehand: the daemon makes it, as on a first start under
+  // systemd.
+  void SetUp() override {}
 
   Outcome Client(const std::string& args) {
-    return RunClient(daemon_.address, args, root_.path(),
-                     root_.Join(absl::StrCat("client", runs_++, ".err")));
+    return CliAt(daemon_.address, args, root_.path());
   }
-
-  TempDir root_;
-  const std::string store_ = root_.Join("store");
-  Daemon daemon_;
-  int runs_ = 0;
 };
 
 TEST_F(DeployTest, ExampleConfigStartsTheDaemon) {
@@ -108,8 +93,7 @@ TEST_F(DeployTest, ExampleConfigStartsTheDaemon) {
   std::ofstream(path) << config;
   // The store comes from the unit's Environment=, as under systemd.
   ScopedEnv store("RBLN_ARTIFACTD_STORE", store_);
-  StartDaemonWithFlags(root_.path(), absl::StrCat("unix:", socket),
-                       {"--config", path}, &daemon_);
+  StartWithFlags(absl::StrCat("unix:", socket), {"--config", path});
   struct stat st;
   ASSERT_EQ(stat(socket.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0660u);
@@ -119,7 +103,7 @@ TEST_F(DeployTest, ExampleConfigStartsTheDaemon) {
   EXPECT_EQ(get.code, 0) << get << daemon_.Logs();
   EXPECT_EQ(get.out, "16\n");
   // log-format = "text": the request log is logfmt.
-  StopDaemon(&daemon_);
+  Stop();
   EXPECT_THAT(ReadIfExists(daemon_.stderr_path),
               HasSubstr("method=GetKvcacheNumBlocks artifact=\"tiny\""));
 }
@@ -160,20 +144,19 @@ TEST_F(DeployTest, TheUnitsCapabilitiesKeepOthersOwnersAndModes) {
   }
   ASSERT_EQ(chmod(artifact.c_str(), 02775), 0);
   const std::string caps = UnitCapabilities();
-  const std::string address = absl::StrCat("unix:", root_.Join("d.sock"));
-  daemon_.address = address;
+  daemon_.address = address_;
   daemon_.stdout_path = root_.Join("daemon.out");
   daemon_.stderr_path = root_.Join("daemon.err");
   // nobody, with the unit's capabilities as its ambient and bounding sets.
-  daemon_.pid = e2e::Spawn(
+  daemon_.pid = Spawn(
       {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
        "--inh-caps=" + caps, "--ambient-caps=" + caps, "--bounding-set=" + caps,
        rbln::testing::BinaryPath("rbln-artifactd"), "--store", store_,
-       "--listen", address, "--rbln-smi", "none"},
+       "--listen", address_, "--rbln-smi", "none"},
       root_.path(), daemon_.stdout_path, daemon_.stderr_path);
   ASSERT_GT(daemon_.pid, 0);
-  const auto deadline = std::chrono::steady_clock::now() + e2e::kStartTimeout;
-  while (!e2e::Accepts(address)) {
+  const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+  while (!Accepts(address_)) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << daemon_.Logs();
     ASSERT_EQ(kill(daemon_.pid, 0), 0) << daemon_.Logs();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -181,7 +164,7 @@ TEST_F(DeployTest, TheUnitsCapabilitiesKeepOthersOwnersAndModes) {
   Outcome set =
       Client("--set-kvcache-num-blocks 12 --model-id store/team/tiny");
   ASSERT_EQ(set.code, 0) << set << daemon_.Logs();
-  EXPECT_EQ(e2e::CountOnDisk(artifact), 12u);
+  EXPECT_EQ(CountOnDisk(artifact), 12u);
   struct stat st;
   ASSERT_EQ(stat(artifact.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, owner);
@@ -224,22 +207,20 @@ class NotifySocket {
 
 TEST_F(DeployTest, NotifiesSystemdWhenServingAndWhenStopping) {
   NotifySocket notify(root_.Join("notify"));
-  const std::string address = absl::StrCat("unix:", root_.Join("d.sock"));
   {
     ScopedEnv env("NOTIFY_SOCKET", notify.path());
-    StartDaemonWithFlags(root_.path(), address,
-                         {"--store", store_, "--listen", address}, &daemon_);
+    StartWithFlags(address_, {"--store", store_, "--listen", address_});
   }
   ASSERT_GT(daemon_.pid, 0);
   const std::string ready = notify.Receive();
   EXPECT_THAT(ready, HasSubstr("READY=1")) << daemon_.Logs();
   // Ready means serving: the socket accepts and the start-up log is out.
-  EXPECT_TRUE(e2e::Accepts(address));
+  EXPECT_TRUE(Accepts(address_));
   EXPECT_THAT(ReadIfExists(daemon_.stderr_path),
               HasSubstr("rbln-artifactd serving store"));
   ASSERT_EQ(kill(daemon_.pid, SIGTERM), 0);
   EXPECT_THAT(notify.Receive(), HasSubstr("STOPPING=1")) << daemon_.Logs();
-  std::optional<int> status = e2e::WaitBounded(daemon_.pid, e2e::kExitTimeout);
+  std::optional<int> status = WaitBounded(daemon_.pid, kExitTimeout);
   daemon_.pid = -1;
   ASSERT_TRUE(status.has_value());
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0);
@@ -267,12 +248,9 @@ std::string StringField(const rapidjson::Value& object, const char* key) {
 }
 
 TEST_F(DeployTest, JsonLogsOneObjectALineWithTheRequestsFields) {
-  const std::string address = absl::StrCat("unix:", root_.Join("d.sock"));
   Synthesize("tiny", absl::StrCat(store_, "/tiny"));
-  StartDaemonWithFlags(root_.path(), address,
-                       {"--store", store_, "--listen", address, "--log-format",
-                        "json", "--rbln-smi", "none"},
-                       &daemon_);
+  StartWithFlags(address_, {"--store", store_, "--listen", address_,
+                            "--log-format", "json", "--rbln-smi", "none"});
   EXPECT_EQ(Client("--set-kvcache-num-blocks 12 --model-id store/tiny").code,
             0);
   // A name with a line break, a quote and a terminal escape must not break
@@ -280,7 +258,7 @@ TEST_F(DeployTest, JsonLogsOneObjectALineWithTheRequestsFields) {
   Outcome bad = Client(
       "--get-kvcache-num-blocks --model-id \"$(printf 'x\\ny\"z\\033[2J')\"");
   EXPECT_EQ(bad.code, 1) << bad;
-  StopDaemon(&daemon_);
+  Stop();
 
   const std::string log = ReadIfExists(daemon_.stderr_path);
   std::vector<rapidjson::Document> lines = ParseJsonLines(log);
@@ -331,13 +309,10 @@ TEST_F(DeployTest, JsonLogsOneObjectALineWithTheRequestsFields) {
 // line, too, must be a JSON object of the log. The generated stub sends the
 // bytes as they are (rbln-artifact refuses such a name before sending).
 TEST_F(DeployTest, JsonLogStaysJsonWhenARequestIsNotUtf8) {
-  const std::string address = absl::StrCat("unix:", root_.Join("d.sock"));
-  StartDaemonWithFlags(root_.path(), address,
-                       {"--store", store_, "--listen", address, "--log-format",
-                        "json", "--rbln-smi", "none"},
-                       &daemon_);
+  StartWithFlags(address_, {"--store", store_, "--listen", address_,
+                            "--log-format", "json", "--rbln-smi", "none"});
   auto stub = v1::ArtifactService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
   v1::GetKvcacheNumBlocksRequest request;
   request.set_artifact("store/\xff\xfe-not-utf8");
   v1::GetKvcacheNumBlocksResponse response;
@@ -345,7 +320,7 @@ TEST_F(DeployTest, JsonLogStaysJsonWhenARequestIsNotUtf8) {
   const grpc::Status status =
       stub->GetKvcacheNumBlocks(&context, request, &response);
   EXPECT_FALSE(status.ok());
-  StopDaemon(&daemon_);
+  Stop();
 
   const std::string log = ReadIfExists(daemon_.stderr_path);
   std::vector<rapidjson::Document> lines = ParseJsonLines(log);
@@ -375,4 +350,4 @@ TEST_F(DeployTest, UnknownLogFormatIsAUsageError) {
 }
 
 }  // namespace
-}  // namespace rbln
+}  // namespace rbln::e2e

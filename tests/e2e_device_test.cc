@@ -18,20 +18,9 @@
 #include "rapidjson/document.h"
 #include "tests/daemon_testing.h"
 
-namespace rbln {
+namespace rbln::e2e {
 namespace {
 
-using ::rbln::e2e::Daemon;
-using ::rbln::e2e::JsonU64;
-using ::rbln::e2e::Outcome;
-using ::rbln::e2e::ParseJson;
-using ::rbln::e2e::RunClient;
-using ::rbln::e2e::ShellQuote;
-using ::rbln::e2e::StartDaemon;
-using ::rbln::e2e::StartDaemonWithFlags;
-using ::rbln::e2e::StopDaemon;
-using ::rbln::e2e::Synthesize;
-using ::rbln::testing::TempDir;
 using ::rbln::testing::TestdataPath;
 using ::rbln::testing::WriteFileOrDie;
 using ::testing::AllOf;
@@ -46,15 +35,13 @@ constexpr uint64_t kCaAvailable = 16 * kGiB - 288 * kMiB;
 
 // A store with one synthesized RBLN-CA12 artifact ("llama", four nodes);
 // each test starts the daemon with the DRAM flags it is about.
-class E2eDeviceTest : public ::testing::Test {
+class E2eDeviceTest : public DaemonTest {
  protected:
   void SetUp() override {
-    std::filesystem::create_directory(store_);
+    DaemonTest::SetUp();
     ASSERT_NO_FATAL_FAILURE(
-        Synthesize("llama3-8b-ca12-tp4", store_ + "/llama"));
+        Synthesize("llama3-8b-ca12-tp4", StorePath("llama")));
   }
-
-  void TearDown() override { StopDaemon(&daemon_); }
 
   // A fake tool: an executable /bin/sh script running `body`.
   std::string FakeTool(absl::string_view name, absl::string_view body) {
@@ -71,21 +58,6 @@ class E2eDeviceTest : public ::testing::Test {
                                              "rbln-smi/", sample)))));
   }
 
-  void Start(const std::vector<std::string>& flags) {
-    StartDaemon(root_.path(), store_, address_, flags, &daemon_);
-  }
-
-  // Stops the running daemon and starts another with `flags` (one daemon
-  // per store).
-  void Restart(const std::vector<std::string>& flags) {
-    StopDaemon(&daemon_);
-    Start(flags);
-  }
-
-  Outcome Cli(const std::string& args) {
-    return RunClient(address_, args, store_, root_.Join("cli.err"));
-  }
-
   // A dry-run fit of ./llama at 80%, as JSON. A fatal failure unless the
   // client exits 0 with a reply that has the fields the tests read.
   void DryRunFit(Outcome* outcome, rapidjson::Document* reply) {
@@ -98,11 +70,6 @@ class E2eDeviceTest : public ::testing::Test {
                 (*reply)["fit"].HasMember("dram_source"))
         << *outcome;
   }
-
-  TempDir root_;
-  const std::string store_ = root_.Join("store");
-  const std::string address_ = absl::StrCat("unix:", root_.Join("d.sock"));
-  Daemon daemon_;
 };
 
 TEST_F(E2eDeviceTest, DeviceInfoShowsTheProbedDevices) {
@@ -231,8 +198,7 @@ TEST_F(E2eDeviceTest, ConfigFileSetsTheProbeAndAnOverrideWinsOverIt) {
       absl::StrCat("# rbln-artifactd settings\n", "store = \"", store_, "\"\n",
                    "listen = [\"", address_, "\"]\n", "log-level = \"warn\"\n",
                    "rbln-smi = \"", smi, "\"\n"));
-  ASSERT_NO_FATAL_FAILURE(StartDaemonWithFlags(root_.path(), address_,
-                                               {"--config", config}, &daemon_));
+  ASSERT_NO_FATAL_FAILURE(StartWithFlags(address_, {"--config", config}));
   Outcome o = Cli("--device-info");
   ASSERT_EQ(o.code, 0) << o;
   EXPECT_THAT(o.out, HasSubstr(absl::StrCat("source: probe: ", smi)));
@@ -240,10 +206,9 @@ TEST_F(E2eDeviceTest, ConfigFileSetsTheProbeAndAnOverrideWinsOverIt) {
 
   // An override, here on the command line over the same config file, comes
   // first in the order of choice.
-  StopDaemon(&daemon_);
-  ASSERT_NO_FATAL_FAILURE(StartDaemonWithFlags(
-      root_.path(), address_, {"--config", config, "--device-dram", "12GiB"},
-      &daemon_));
+  Stop();
+  ASSERT_NO_FATAL_FAILURE(
+      StartWithFlags(address_, {"--config", config, "--device-dram", "12GiB"}));
   Outcome fit;
   rapidjson::Document doc;
   ASSERT_NO_FATAL_FAILURE(DryRunFit(&fit, &doc));
@@ -306,7 +271,7 @@ TEST_F(E2eDeviceTest, ACountTheDeviceCannotHoldIsRefusedUnlessForced) {
   ASSERT_EQ(forced.code, 0) << forced;
   EXPECT_THAT(forced.err, HasSubstr("warning: kvcache_num_blocks 100000 does "
                                     "not fit the RBLN-CA device"));
-  EXPECT_EQ(e2e::CountOnDisk(store_ + "/llama"), 100000u);
+  EXPECT_EQ(CountOnDisk(store_ + "/llama"), 100000u);
   // The same count again writes nothing, so it is answered, not refused.
   const auto forced_tree = testing::HashTree(store_ + "/llama");
   Outcome again = Cli("--set-kvcache-num-blocks 100000 --model-id ./llama");
@@ -344,7 +309,7 @@ TEST_F(E2eDeviceTest, ChipletsThatDoNotLineUpLeaveASetUnchecked) {
               AllOf(HasSubstr("kvcache_num_blocks 20 was not checked against "
                               "a device"),
                     HasSubstr("1 chiplet(s) per node")));
-  EXPECT_EQ(e2e::CountOnDisk(store_ + "/llama"), 20u);
+  EXPECT_EQ(CountOnDisk(store_ + "/llama"), 20u);
   Outcome fit = Cli("--set-memory-budget 0.8 --model-id ./llama");
   EXPECT_EQ(fit.code, 1) << fit;
   EXPECT_THAT(fit.err, HasSubstr("FAILED_PRECONDITION"));
@@ -365,16 +330,14 @@ TEST_F(E2eDeviceTest, ForceGoesOnlyWithASet) {
 TEST_F(E2eDeviceTest, UnknownConfigEntryIsAStartupError) {
   const std::string config = root_.Join("typo.toml");
   WriteFileOrDie(config, "rbln-smii = \"/usr/bin/rbln-smi\"\n");
-  Outcome o = e2e::RunShell(
-      absl::StrCat(e2e::kCommandTimeout, " ",
-                   ShellQuote(testing::BinaryPath("rbln-artifactd")),
-                   " --store ", ShellQuote(store_), " --listen ",
-                   ShellQuote(address_), " --config ", ShellQuote(config)),
-      root_.Join("typo.err"));
+  Outcome o =
+      Run("rbln-artifactd",
+          absl::StrCat("--store ", ShellQuote(store_), " --listen ",
+                       ShellQuote(address_), " --config ", ShellQuote(config)));
   EXPECT_NE(o.code, 0) << o;
   EXPECT_NE(o.code, 124) << "the daemon started despite the typo";
   EXPECT_THAT(o.err + o.out, HasSubstr("rbln-smii"));
 }
 
 }  // namespace
-}  // namespace rbln
+}  // namespace rbln::e2e

@@ -48,51 +48,29 @@
 #include "tests/daemon_testing.h"
 #include "tests/test_certificates.h"
 
-namespace rbln {
+namespace rbln::e2e {
 namespace {
 
 using ::rbln::testing::BinaryPath;
 using ::rbln::testing::HashTree;
 using ::rbln::testing::ReadFileOrDie;
-using ::rbln::testing::TempDir;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
-
-using ::rbln::e2e::CountOnDisk;
-using ::rbln::e2e::Daemon;
-using ::rbln::e2e::DescribeWaitStatus;
-using ::rbln::e2e::JsonU64;
-using ::rbln::e2e::kCommandTimeout;
-using ::rbln::e2e::kExitTimeout;
-using ::rbln::e2e::Outcome;
-using ::rbln::e2e::ParseJson;
-using ::rbln::e2e::PickFreePort;
-using ::rbln::e2e::ReadIfExists;
-using ::rbln::e2e::RunClient;
-using ::rbln::e2e::RunShell;
-using ::rbln::e2e::ShellQuote;
-using ::rbln::e2e::Spawn;
-using ::rbln::e2e::StartDaemon;
-using ::rbln::e2e::StartDaemonWithFlags;
-using ::rbln::e2e::StopDaemon;
-using ::rbln::e2e::Synthesize;
-using ::rbln::e2e::WaitBounded;
 
 // A store with two synthesized artifacts ("tiny" and "llama", the
 // llama3-8b-ca12-tp4 preset) served by a daemon on `<root>/d.sock`, spelled
 // as the store's sibling: `<root>/store/../d.sock`.
-class E2eTest : public ::testing::Test {
+class E2eTest : public DaemonTest {
  protected:
+  E2eTest() { address_ = absl::StrCat("unix:", store_, "/../d.sock"); }
+
   void SetUp() override {
-    std::filesystem::create_directory(store_);
+    DaemonTest::SetUp();
     ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath("tiny")));
     ASSERT_NO_FATAL_FAILURE(
         Synthesize("llama3-8b-ca12-tp4", StorePath("llama")));
-    ASSERT_NO_FATAL_FAILURE(
-        StartDaemon(root_.path(), store_, address_, DaemonFlags(), &daemon_));
+    ASSERT_NO_FATAL_FAILURE(Start(DaemonFlags()));
   }
-
-  void TearDown() override { StopDaemon(&daemon_); }
 
   // The spec table whatever the host has (these tests expect its figures,
   // and a host with NPUs would otherwise probe them); the probe is covered by
@@ -100,18 +78,6 @@ class E2eTest : public ::testing::Test {
   virtual std::vector<std::string> DaemonFlags() const {
     return {"--rbln-smi", "none"};
   }
-
-  std::string StorePath(absl::string_view name) const {
-    return absl::StrCat(store_, "/", name);
-  }
-
-  // rbln-artifact --server `server` ARGS, run in `cwd` (the store by
-  // default).
-  Outcome CliAt(const std::string& server, const std::string& args,
-                const std::string& cwd) {
-    return RunClient(server, args, cwd, root_.Join("cli.err"));
-  }
-  Outcome Cli(const std::string& args) { return CliAt(address_, args, store_); }
 
   // The count the client prints for `model_id`; fails unless it is a bare
   // number and a newline.
@@ -144,11 +110,6 @@ class E2eTest : public ::testing::Test {
     EXPECT_EQ(o.code, 0) << o;
     return ParseJson(o);
   }
-
-  TempDir root_;
-  const std::string store_ = root_.Join("store");
-  const std::string address_ = absl::StrCat("unix:", store_, "/../d.sock");
-  Daemon daemon_;
 };
 
 // --- The four commands of the seed PR, as its users type them. ---
@@ -391,12 +352,11 @@ std::vector<std::string> OldVersionsIn(const std::string& store) {
 
 TEST_F(E2eTest, TheOldVersionStaysForTheDefaultGraceAndGoesAtShutdown) {
   // At --log-level info, to see the shutdown's lines.
-  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  ASSERT_NO_FATAL_FAILURE(Stop());
   std::vector<std::string> flags = {"--store", store_,        "--listen",
                                     address_,  "--log-level", "info"};
   for (const std::string& flag : DaemonFlags()) flags.push_back(flag);
-  ASSERT_NO_FATAL_FAILURE(
-      StartDaemonWithFlags(root_.path(), address_, flags, &daemon_));
+  ASSERT_NO_FATAL_FAILURE(StartWithFlags(address_, flags));
   // A serving process holds the artifact directory open across the Set.
   const int dir = open(StorePath("tiny").c_str(), O_RDONLY | O_DIRECTORY);
   ASSERT_GE(dir, 0) << strerror(errno);
@@ -414,7 +374,7 @@ TEST_F(E2eTest, TheOldVersionStaysForTheDefaultGraceAndGoesAtShutdown) {
   EXPECT_EQ(Get("./tiny"), before - 1);
   // Stopping the daemon removes it without waiting for the grace to end,
   // and says so before its last line.
-  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  ASSERT_NO_FATAL_FAILURE(Stop());
   EXPECT_THAT(OldVersionsIn(store_), ::testing::IsEmpty());
   close(dir);
   const std::string log = ReadIfExists(daemon_.stderr_path);
@@ -428,11 +388,10 @@ TEST_F(E2eTest, TheOldVersionStaysForTheDefaultGraceAndGoesAtShutdown) {
 
 TEST_F(E2eTest, OldVersionGraceSecondsIsHonouredFromFlagAndConfigFile) {
   // 0: the old version is gone by the time the client has its reply.
-  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  ASSERT_NO_FATAL_FAILURE(Stop());
   std::vector<std::string> flags = DaemonFlags();
   flags.insert(flags.end(), {"--old-version-grace-seconds", "0"});
-  ASSERT_NO_FATAL_FAILURE(
-      StartDaemon(root_.path(), store_, address_, flags, &daemon_));
+  ASSERT_NO_FATAL_FAILURE(Start(flags));
   ASSERT_EQ(Cli("--set-kvcache-num-blocks 12 --model-id ./tiny").code, 0);
   EXPECT_THAT(OldVersionsIn(store_), ::testing::IsEmpty());
   ASSERT_EQ(Cli("--set-kvcache-num-blocks 13 --model-id ./tiny --output-dir "
@@ -446,13 +405,12 @@ TEST_F(E2eTest, OldVersionGraceSecondsIsHonouredFromFlagAndConfigFile) {
   EXPECT_THAT(OldVersionsIn(store_), ::testing::IsEmpty());
 
   // 1 (from the config file): removed by the running daemon, soon after.
-  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  ASSERT_NO_FATAL_FAILURE(Stop());
   const std::string config = root_.Join("grace.toml");
   std::ofstream(config) << "old-version-grace-seconds = 1\n";
   flags = DaemonFlags();
   flags.insert(flags.end(), {"--config", config});
-  ASSERT_NO_FATAL_FAILURE(
-      StartDaemon(root_.path(), store_, address_, flags, &daemon_));
+  ASSERT_NO_FATAL_FAILURE(Start(flags));
   ASSERT_EQ(Cli("--set-kvcache-num-blocks 11 --model-id ./tiny").code, 0);
   const auto give_up = std::chrono::steady_clock::now() + kExitTimeout;
   while (!OldVersionsIn(store_).empty() &&
@@ -736,12 +694,10 @@ TEST_F(E2eTest, HelpListsTheSeedFlagsAndExitCodes) {
 // --- The daemon ---
 
 TEST_F(E2eTest, SecondDaemonOnTheSameStoreFailsFastNamingThePid) {
-  Outcome o = RunShell(
-      absl::StrCat(
-          kCommandTimeout, " ", ShellQuote(BinaryPath("rbln-artifactd")),
-          " --store ", ShellQuote(store_), " --listen ",
-          ShellQuote("unix:" + root_.Join("other.sock")), " --log-level warn"),
-      root_.Join("second.err"));
+  Outcome o = Run("rbln-artifactd",
+                  absl::StrCat("--store ", ShellQuote(store_), " --listen ",
+                               ShellQuote("unix:" + root_.Join("other.sock")),
+                               " --log-level warn"));
   EXPECT_NE(o.code, 0) << o;
   EXPECT_NE(o.code, 124) << "the second daemon did not give up";
   EXPECT_THAT(o.err, HasSubstr("in use"));
@@ -753,11 +709,9 @@ TEST_F(E2eTest, SecondDaemonOnTheSameStoreFailsFastNamingThePid) {
   const std::string other_store = root_.Join("other-store");
   std::filesystem::create_directory(other_store);
   Outcome same_socket =
-      RunShell(absl::StrCat(kCommandTimeout, " ",
-                            ShellQuote(BinaryPath("rbln-artifactd")),
-                            " --store ", ShellQuote(other_store), " --listen ",
-                            ShellQuote(address_), " --log-level warn"),
-               root_.Join("second.err"));
+      Run("rbln-artifactd",
+          absl::StrCat("--store ", ShellQuote(other_store), " --listen ",
+                       ShellQuote(address_), " --log-level warn"));
   EXPECT_NE(same_socket.code, 0) << same_socket;
   EXPECT_NE(same_socket.code, 124) << "the second daemon did not give up";
   EXPECT_THAT(same_socket.err, HasSubstr("already listens"));
@@ -772,9 +726,8 @@ TEST_F(E2eTest, DeviceDramOverrideFitsFewerBlocks) {
   ASSERT_NO_FATAL_FAILURE(Synthesize("llama3-8b-ca12-tp4", StorePath("l8"),
                                      {"--num-devices", "8"}));
   const uint64_t with_spec = DryRunFit("0.8", "./l8");
-  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
-  ASSERT_NO_FATAL_FAILURE(StartDaemon(root_.path(), store_, address_,
-                                      {"--device-dram", "8GiB"}, &daemon_));
+  ASSERT_NO_FATAL_FAILURE(Stop());
+  ASSERT_NO_FATAL_FAILURE(Start({"--device-dram", "8GiB"}));
   Outcome o = Cli("--set-memory-budget 0.8 --model-id ./l8 --dry-run --json");
   ASSERT_EQ(o.code, 0) << o;
   rapidjson::Document doc = ParseJson(o);
@@ -835,11 +788,11 @@ TEST_F(E2eTest, UnixSocketIsOwnerAndGroupOnly) {
 
 TEST_F(E2eTest, StartsWithNoFlagsAndTheClientFindsIt) {
   // The environment moves the defaults somewhere harmless; no flags at all.
-  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  ASSERT_NO_FATAL_FAILURE(Stop());
   const std::string socket = root_.Join("default.sock");
   setenv("RBLN_ARTIFACTD_STORE", store_.c_str(), 1);
   setenv("RBLN_ARTIFACTD_SOCKET", socket.c_str(), 1);
-  StartDaemonWithFlags(root_.path(), "unix:" + socket, {}, &daemon_);
+  StartWithFlags("unix:" + socket, {});
   unsetenv("RBLN_ARTIFACTD_STORE");
   unsetenv("RBLN_ARTIFACTD_SOCKET");
   ASSERT_FALSE(HasFatalFailure());
@@ -858,7 +811,7 @@ TEST_F(E2eTest, StartsWithNoFlagsAndTheClientFindsIt) {
 // /srv/link, /srv/link -> /data/store) accepts absolute names spelled with
 // the configured path.
 TEST_F(E2eTest, StoreConfiguredThroughASymlinkAcceptsItsOwnSpelling) {
-  ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+  ASSERT_NO_FATAL_FAILURE(Stop());
   const std::string link = root_.Join("store-link");
   std::filesystem::create_directory_symlink(store_, link);
   ASSERT_NO_FATAL_FAILURE(
@@ -869,34 +822,22 @@ TEST_F(E2eTest, StoreConfiguredThroughASymlinkAcceptsItsOwnSpelling) {
 
 // --- TCP: relative names are relative to the store root. ---
 
-class E2eTcpTest : public ::testing::Test {
+class E2eTcpTest : public TlsDaemonTest {
  protected:
   void SetUp() override {
-    std::filesystem::create_directory(store_);
-    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", store_ + "/tiny"));
+    TlsDaemonTest::SetUp();
+    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath("tiny")));
     const int port = PickFreePort();
     ASSERT_GT(port, 0);
     address_ = absl::StrCat("127.0.0.1:", port);
     // Over TCP only listed callers write: the client is cn:operator.
-    ASSERT_NO_FATAL_FAILURE(StartDaemon(root_.path(), store_, address_,
-                                        e2e::OperatorTlsDaemonFlags(certs_),
-                                        &daemon_));
+    UseOperatorTls(*certs_);
+    ASSERT_NO_FATAL_FAILURE(Start());
   }
-  void TearDown() override { StopDaemon(&daemon_); }
 
   // Run from "/", far from the store: over TCP the client's directory must
   // not matter.
-  Outcome Cli(const std::string& args) {
-    return RunClient(
-        address_, absl::StrCat(e2e::OperatorTlsClientArgs(certs_), " ", args),
-        "/", root_.Join("cli.err"));
-  }
-
-  e2e::Certificates certs_;
-  TempDir root_;
-  const std::string store_ = root_.Join("store");
-  std::string address_;
-  Daemon daemon_;
+  Outcome Cli(const std::string& args) { return CliAt(address_, args, "/"); }
 };
 
 // optimum-rbln-cli's Set line names the directory written: over TCP the
@@ -974,9 +915,7 @@ class E2eConcurrencyTest : public E2eTest {
       ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath(names.back())));
     }
     if (!daemon_flags.empty()) {
-      ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
-      ASSERT_NO_FATAL_FAILURE(
-          StartDaemon(root_.path(), store_, address_, daemon_flags, &daemon_));
+      ASSERT_NO_FATAL_FAILURE(Restart(daemon_flags));
     }
     std::map<std::string, rbln::testing::ArtifactBaseline> baselines;
     for (const std::string& name : names) {
@@ -1119,7 +1058,7 @@ class E2eConcurrencyTest : public E2eTest {
     }
     // Old versions wait out their grace while the daemon runs; stopping it
     // removes them.
-    ASSERT_NO_FATAL_FAILURE(StopDaemon(&daemon_));
+    ASSERT_NO_FATAL_FAILURE(Stop());
     EXPECT_THAT(rbln::testing::FindStagingDebris(store_), ::testing::IsEmpty());
   }
 };
@@ -1150,37 +1089,32 @@ int LinesOf(const Daemon& daemon, absl::string_view method) {
 // before its reply, with the lines that waited before it; a stop writes
 // the rest. (The linger counts from the first line after the start-up
 // flush: the test must end within that minute.)
-TEST(E2eLogTest, AChangesLineIsOutBeforeItsReplyAReadsWaitsForTheStop) {
-  TempDir root;
-  const std::string store = root.Join("store");
-  std::filesystem::create_directory(store);
-  ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", root.Join("store/tiny")));
-  const std::string address = absl::StrCat("unix:", root.Join("d.sock"));
-  Daemon daemon;
-  ASSERT_NO_FATAL_FAILURE(
-      StartDaemonWithFlags(root.path(), address,
-                           {"--store", store, "--listen", address, "--rbln-smi",
-                            "none", "--log-linger-ms", "60000"},
-                           &daemon));
+using E2eLogTest = DaemonTest;
+
+TEST_F(E2eLogTest, AChangesLineIsOutBeforeItsReplyAReadsWaitsForTheStop) {
+  ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath("tiny")));
+  ASSERT_NO_FATAL_FAILURE(StartWithFlags(
+      address_, {"--store", store_, "--listen", address_, "--rbln-smi", "none",
+                 "--log-linger-ms", "60000"}));
   const auto cli = [&](const std::string& args) {
-    Outcome o = RunClient(address, args, store, root.Join("cli.err"));
+    Outcome o = Cli(args);
     EXPECT_EQ(o.code, 0) << o;
   };
   // The socket accepts before the start-up lines are flushed (just before
   // the daemon reports itself ready): a Get before that flush would be
   // written with them.
-  for (int tries = 0; !absl::StrContains(ReadIfExists(daemon.stderr_path),
+  for (int tries = 0; !absl::StrContains(ReadIfExists(daemon_.stderr_path),
                                          "rbln-artifactd serving store");
        ++tries) {
-    ASSERT_LT(tries, 3000) << daemon.Logs();
+    ASSERT_LT(tries, 3000) << daemon_.Logs();
     absl::SleepFor(absl::Milliseconds(10));
   }
 
   cli("--get-kvcache-num-blocks --model-id tiny");
-  EXPECT_EQ(LinesOf(daemon, "GetKvcacheNumBlocks"), 0) << daemon.Logs();
+  EXPECT_EQ(LinesOf(daemon_, "GetKvcacheNumBlocks"), 0) << daemon_.Logs();
   cli("--set-kvcache-num-blocks 10 --model-id tiny");
-  EXPECT_EQ(LinesOf(daemon, "SetKvcacheNumBlocks"), 1) << daemon.Logs();
-  EXPECT_THAT(ReadIfExists(daemon.stderr_path),
+  EXPECT_EQ(LinesOf(daemon_, "SetKvcacheNumBlocks"), 1) << daemon_.Logs();
+  EXPECT_THAT(ReadIfExists(daemon_.stderr_path),
               ContainsRegex("method=GetKvcacheNumBlocks artifact=\"tiny\""
                             "[^\n]* outcome=OK (.|\n)*"
                             "method=SetKvcacheNumBlocks artifact=\"tiny\""
@@ -1188,13 +1122,13 @@ TEST(E2eLogTest, AChangesLineIsOutBeforeItsReplyAReadsWaitsForTheStop) {
   // A dry run changes nothing: its line waits too.
   cli("--set-kvcache-num-blocks 12 --model-id tiny --dry-run");
   cli("--get-kvcache-num-blocks --model-id tiny");
-  EXPECT_EQ(LinesOf(daemon, "GetKvcacheNumBlocks"), 1) << daemon.Logs();
-  EXPECT_EQ(LinesOf(daemon, "SetKvcacheNumBlocks"), 1) << daemon.Logs();
+  EXPECT_EQ(LinesOf(daemon_, "GetKvcacheNumBlocks"), 1) << daemon_.Logs();
+  EXPECT_EQ(LinesOf(daemon_, "SetKvcacheNumBlocks"), 1) << daemon_.Logs();
 
-  StopDaemon(&daemon);
-  EXPECT_EQ(LinesOf(daemon, "GetKvcacheNumBlocks"), 2) << daemon.Logs();
-  EXPECT_EQ(LinesOf(daemon, "SetKvcacheNumBlocks"), 2) << daemon.Logs();
+  Stop();
+  EXPECT_EQ(LinesOf(daemon_, "GetKvcacheNumBlocks"), 2) << daemon_.Logs();
+  EXPECT_EQ(LinesOf(daemon_, "SetKvcacheNumBlocks"), 2) << daemon_.Logs();
 }
 
 }  // namespace
-}  // namespace rbln
+}  // namespace rbln::e2e

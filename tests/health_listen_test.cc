@@ -25,8 +25,6 @@ namespace rbln::e2e {
 namespace {
 
 namespace v1 = ::rbln::artifact::v1;
-using ::rbln::testing::BinaryPath;
-using ::rbln::testing::TempDir;
 using ::testing::HasSubstr;
 
 constexpr char kHealthCheck[] = "/grpc.health.v1.Health/Check";
@@ -144,19 +142,12 @@ std::pair<grpc::Status, std::string> CallOnce(
   return {call.Finish(), reply.value_or("")};
 }
 
-class HealthListenTest : public ::testing::Test {
+class HealthListenTest : public TlsDaemonTest {
  protected:
-  static void SetUpTestSuite() { certs_ = new Certificates(); }
-  static void TearDownTestSuite() {
-    delete certs_;
-    certs_ = nullptr;
-  }
-
   void SetUp() override {
-    std::filesystem::create_directories(store_);
-    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", store_ + "/tiny"));
+    TlsDaemonTest::SetUp();
+    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath("tiny")));
   }
-  void TearDown() override { StopDaemon(&daemon_); }
 
   // The daemon with TLS and client certificates required on `listen_`,
   // and --health-listen on `health_`; up once the health port accepts (it
@@ -169,8 +160,7 @@ class HealthListenTest : public ::testing::Test {
     for (const std::string& flag : OperatorTlsDaemonFlags(*certs_)) {
       flags.push_back(flag);
     }
-    ASSERT_NO_FATAL_FAILURE(
-        StartDaemonWithFlags(tmp_.path(), health_, flags, &daemon_));
+    ASSERT_NO_FATAL_FAILURE(StartWithFlags(health_, flags));
   }
 
   std::shared_ptr<grpc::Channel> Plaintext(const std::string& address) {
@@ -189,15 +179,9 @@ class HealthListenTest : public ::testing::Test {
     return grpc::CreateChannel(listen_, grpc::SslCredentials(options));
   }
 
-  static Certificates* certs_;
-  TempDir tmp_;
-  const std::string store_ = tmp_.Join("store");
   const std::string listen_ = absl::StrCat("127.0.0.1:", PickFreePort());
   const std::string health_ = absl::StrCat("127.0.0.1:", PickFreePort());
-  Daemon daemon_;
 };
-
-Certificates* HealthListenTest::certs_ = nullptr;
 
 TEST_F(HealthListenTest, AnswersHealthWithoutCredentials) {
   ASSERT_NO_FATAL_FAILURE(Start());
@@ -281,13 +265,11 @@ TEST_F(HealthListenTest, SaysNotServingOnceShutdownStarts) {
 }
 
 TEST_F(HealthListenTest, RefusesAUnixSocketAndAPortInUse) {
-  const std::string daemon = ShellQuote(BinaryPath("rbln-artifactd"));
-  Outcome unix_socket = RunShell(
-      absl::StrCat(kCommandTimeout, " ", daemon, " --store ",
-                   ShellQuote(store_), " --listen ",
-                   ShellQuote(tmp_.Join("d.sock")), " --health-listen ",
-                   ShellQuote(absl::StrCat("unix:", tmp_.Join("h.sock")))),
-      tmp_.Join("unix.err"));
+  Outcome unix_socket = Run(
+      "rbln-artifactd",
+      absl::StrCat("--store ", ShellQuote(store_), " --listen ",
+                   ShellQuote(root_.Join("d.sock")), " --health-listen ",
+                   ShellQuote(absl::StrCat("unix:", root_.Join("h.sock")))));
   EXPECT_EQ(unix_socket.code, 64) << unix_socket;
   EXPECT_THAT(unix_socket.err, HasSubstr("--health-listen: needs HOST:PORT"))
       << unix_socket;
@@ -295,11 +277,10 @@ TEST_F(HealthListenTest, RefusesAUnixSocketAndAPortInUse) {
   // The main listener's port is taken by then.
   ASSERT_NO_FATAL_FAILURE(Start());
   Outcome in_use =
-      RunShell(absl::StrCat(kCommandTimeout, " ", daemon, " --store ",
-                            ShellQuote(tmp_.Join("store2")), " --listen ",
-                            ShellQuote(tmp_.Join("d2.sock")),
-                            " --health-listen ", listen_),
-               tmp_.Join("in-use.err"));
+      Run("rbln-artifactd",
+          absl::StrCat("--store ", ShellQuote(root_.Join("store2")),
+                       " --listen ", ShellQuote(root_.Join("d2.sock")),
+                       " --health-listen ", listen_));
   EXPECT_EQ(in_use.code, 69) << in_use;
   EXPECT_THAT(in_use.err, HasSubstr(absl::StrCat("is in use (--health-listen ",
                                                  listen_, ")")))

@@ -38,7 +38,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
-#include "tests/daemon_testing.h"
+#include "tests/daemon_stub_testing.h"
 
 namespace rbln::e2e {
 namespace {
@@ -46,7 +46,6 @@ namespace {
 namespace v1 = ::rbln::artifact::v1;
 using ::rbln::testing::HashTree;
 using ::rbln::testing::ReadFileOrDie;
-using ::rbln::testing::TempDir;
 using ::rbln::testing::WriteFileOrDie;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -63,9 +62,10 @@ struct Snapshot {
   }
 };
 
-class HostileTest : public ::testing::Test {
+class HostileTest : public StubDaemonTest {
  protected:
   void SetUp() override {
+    StubDaemonTest::SetUp();
     std::filesystem::create_directories(store_ + "/team");
     std::filesystem::create_directories(outside_);
     WriteFileOrDie(outside_ + "/secret.txt", kSecret);
@@ -73,27 +73,6 @@ class HostileTest : public ::testing::Test {
     ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", store_ + "/team/b"));
     ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", store_ + "/healthy"));
     ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", outside_ + "/x"));
-  }
-
-  void TearDown() override {
-    stub_.reset();
-    if (daemon_.pid > 0) StopDaemon(&daemon_);
-  }
-
-  void Start(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> flags = {"--rbln-smi", "none"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    ASSERT_NO_FATAL_FAILURE(
-        StartDaemon(tmp_.path(), store_, address_, flags, &daemon_));
-    stub_ = v1::ArtifactService::NewStub(
-        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
-  }
-
-  std::unique_ptr<grpc::ClientContext> Context(int seconds = 20) {
-    auto context = std::make_unique<grpc::ClientContext>();
-    context->set_deadline(std::chrono::system_clock::now() +
-                          std::chrono::seconds(seconds));
-    return context;
   }
 
   grpc::Status Get(const std::string& name,
@@ -184,12 +163,7 @@ class HostileTest : public ::testing::Test {
     return names;
   }
 
-  TempDir tmp_;
-  const std::string store_ = tmp_.Join("store");
-  const std::string outside_ = tmp_.Join("outside");
-  const std::string address_ = absl::StrCat("unix:", tmp_.Join("d.sock"));
-  Daemon daemon_;
-  std::unique_ptr<v1::ArtifactService::Stub> stub_;
+  const std::string outside_ = root_.Join("outside");
 };
 
 v1::WriteOptions Output(const std::string& dir) {
@@ -713,7 +687,7 @@ TEST_F(HostileTest, SwappingDirectoriesForDirectoriesNeverLosesATree) {
   // where the parent went (it is not looked for by path elsewhere); the
   // next start's recovery removes it.
   stub_.reset();
-  StopDaemon(&daemon_);
+  Stop();
   ASSERT_NO_FATAL_FAILURE(Start());
   for (const auto& entry :
        std::filesystem::recursive_directory_iterator(store_)) {
@@ -828,19 +802,16 @@ TEST_F(HostileTest, ShutdownEndsServingEvenWithAThreadStuckInTheKernel) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root for a loop mount";
   LoopMount mount;
   std::string why;
-  if (!mount.Mount(tmp_.Join("fs.img"), tmp_.Join("mnt"), &why)) {
+  if (!mount.Mount(root_.Join("fs.img"), root_.Join("mnt"), &why)) {
     GTEST_SKIP() << "no loop mount here: " << why;
   }
-  const std::string frozen_store = tmp_.Join("mnt/store");
+  const std::string frozen_store = root_.Join("mnt/store");
   std::filesystem::create_directories(frozen_store);
   ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", frozen_store + "/a"));
-  ASSERT_NO_FATAL_FAILURE(StartDaemonWithFlags(
-      tmp_.path(), address_,
-      {"--store", frozen_store, "--listen", address_, "--rbln-smi", "none",
-       "--shutdown-grace-seconds", "1"},
-      &daemon_));
-  stub_ = v1::ArtifactService::NewStub(
-      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  ASSERT_NO_FATAL_FAILURE(StartWithFlags(
+      address_, {"--store", frozen_store, "--listen", address_, "--rbln-smi",
+                 "none", "--shutdown-grace-seconds", "1"}));
+  ConnectStub();
   ASSERT_TRUE(mount.Freeze());
   // The write blocks in the kernel creating its lock file.
   std::thread writer([&] { Set("a", 10); });

@@ -28,24 +28,10 @@
 #include "rapidjson/document.h"
 #include "tests/daemon_testing.h"
 
-namespace rbln {
+namespace rbln::e2e {
 namespace {
 
-using ::rbln::e2e::Daemon;
-using ::rbln::e2e::JsonU64;
-using ::rbln::e2e::kCommandTimeout;
-using ::rbln::e2e::Outcome;
-using ::rbln::e2e::ParseJson;
-using ::rbln::e2e::PickFreePort;
-using ::rbln::e2e::RunClient;
-using ::rbln::e2e::RunShell;
-using ::rbln::e2e::ShellQuote;
-using ::rbln::e2e::StartDaemon;
-using ::rbln::e2e::StopDaemon;
-using ::rbln::e2e::Synthesize;
-using ::rbln::testing::BinaryPath;
 using ::rbln::testing::ReadFileOrDie;
-using ::rbln::testing::TempDir;
 using ::rbln::testing::WriteFileOrDie;
 using ::testing::HasSubstr;
 
@@ -63,14 +49,12 @@ std::string RequestSeries(const std::string& method, const std::string& code) {
                       "\",method=\"", method, "\",code=\"", code, "\"}");
 }
 
-class MetricsEndpointTest : public ::testing::Test {
+class MetricsEndpointTest : public DaemonTest {
  protected:
   void SetUp() override {
-    std::filesystem::create_directory(store_);
-    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", store_ + "/tiny"));
+    DaemonTest::SetUp();
+    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath("tiny")));
   }
-
-  void TearDown() override { StopDaemon(&daemon_); }
 
   void Start(std::vector<std::string> extra = {}) {
     // A broken rbln-smi: a write's fit runs the probe, which fails (and the
@@ -82,20 +66,18 @@ class MetricsEndpointTest : public ::testing::Test {
     std::vector<std::string> args = {"--metrics-listen", metrics_, "--rbln-smi",
                                      smi};
     args.insert(args.end(), extra.begin(), extra.end());
-    StartDaemon(root_.path(), store_, address_, args, &daemon_);
+    DaemonTest::Start(args);
   }
 
   // rbln-artifactd with --metrics-listen HOST:PORT on a port something
   // else listens on (*port); its outcome.
   Outcome StartOnABusyMetricsPort(const std::string& host, int* port) {
-    const int fd = e2e::BindFreeLoopbackPort(/*listen_too=*/true, port);
+    const int fd = BindFreeLoopbackPort(/*listen_too=*/true, port);
     EXPECT_GE(fd, 0);
-    Outcome o = RunShell(
-        absl::StrCat(kCommandTimeout, " ",
-                     ShellQuote(BinaryPath("rbln-artifactd")), " --store ",
-                     ShellQuote(store_), " --listen ", ShellQuote(address_),
-                     " --metrics-listen ", host, ":", *port),
-        root_.Join("daemon.err"));
+    Outcome o = Run("rbln-artifactd",
+                    absl::StrCat("--store ", ShellQuote(store_), " --listen ",
+                                 ShellQuote(address_), " --metrics-listen ",
+                                 host, ":", *port));
     if (fd >= 0) close(fd);
     return o;
   }
@@ -127,15 +109,7 @@ class MetricsEndpointTest : public ::testing::Test {
     return it == samples.end() ? 0 : it->second;
   }
 
-  Outcome Cli(const std::string& args) {
-    return RunClient(address_, args, store_, root_.Join("cli.err"));
-  }
-
-  TempDir root_;
-  const std::string store_ = root_.Join("store");
-  const std::string address_ = absl::StrCat("unix:", root_.Join("d.sock"));
   std::string metrics_;
-  Daemon daemon_;
 };
 
 TEST_F(MetricsEndpointTest, CountersMoveWithRequestsAndCommits) {
@@ -379,7 +353,7 @@ TEST_F(MetricsEndpointTest, OnlyGetOfMetricsIsServed) {
   EXPECT_THAT(post.out, HasSubstr(" 405 ")) << post;
   EXPECT_THAT(post.out, HasSubstr("Allow: GET, HEAD")) << post;
   // Loopback: no warning.
-  EXPECT_THAT(e2e::ReadIfExists(daemon_.stderr_path),
+  EXPECT_THAT(ReadIfExists(daemon_.stderr_path),
               ::testing::Not(HasSubstr("serves counts in plain HTTP")));
 }
 
@@ -409,15 +383,13 @@ TEST_F(MetricsEndpointTest, NonLoopbackAddressIsWarnedAbout) {
 }
 
 TEST_F(MetricsEndpointTest, UnixSocketIsAUsageError) {
-  Outcome o = RunShell(
-      absl::StrCat(kCommandTimeout, " ",
-                   ShellQuote(BinaryPath("rbln-artifactd")), " --store ",
-                   ShellQuote(store_), " --listen ", ShellQuote(address_),
-                   " --metrics-listen unix:/tmp/metrics.sock"),
-      root_.Join("daemon.err"));
+  Outcome o = Run("rbln-artifactd",
+                  absl::StrCat("--store ", ShellQuote(store_), " --listen ",
+                               ShellQuote(address_),
+                               " --metrics-listen unix:/tmp/metrics.sock"));
   EXPECT_EQ(o.code, kExUsage) << o;
   EXPECT_THAT(o.err, HasSubstr("--metrics-listen: takes HOST:PORT"));
 }
 
 }  // namespace
-}  // namespace rbln
+}  // namespace rbln::e2e

@@ -14,18 +14,10 @@
 #include "gtest/gtest.h"
 #include "tests/daemon_testing.h"
 
-namespace rbln {
+namespace rbln::e2e {
 namespace {
 
-using ::rbln::e2e::CountOnDisk;
-using ::rbln::e2e::Daemon;
-using ::rbln::e2e::Outcome;
-using ::rbln::e2e::RunClient;
-using ::rbln::e2e::StartDaemon;
-using ::rbln::e2e::StopDaemon;
-using ::rbln::e2e::Synthesize;
 using ::rbln::testing::HashTree;
-using ::rbln::testing::TempDir;
 
 // The DRAM line of a fit of the tiny preset (RBLN-CA12) on the spec table.
 constexpr char kDramLine[] =
@@ -34,18 +26,16 @@ constexpr char kDramLine[] =
 
 // "tiny" (16 blocks, the full count; minimum 9) in a store served on a Unix
 // socket, the client run from the store's parent.
-class OptimumOutputTest : public ::testing::Test {
+class OptimumOutputTest : public DaemonTest {
  protected:
   void SetUp() override {
-    std::filesystem::create_directory(store_);
-    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", store_ + "/tiny"));
-    ASSERT_NO_FATAL_FAILURE(StartDaemon(root_.path(), store_, address_,
-                                        {"--rbln-smi", "none"}, &daemon_));
+    DaemonTest::SetUp();
+    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath("tiny")));
+    ASSERT_NO_FATAL_FAILURE(Start({"--rbln-smi", "none"}));
   }
-  void TearDown() override { StopDaemon(&daemon_); }
 
   Outcome Cli(const std::string& args) {
-    return RunClient(address_, args, root_.path(), root_.Join("cli.err"));
+    return CliAt(address_, args, root_.path());
   }
 
   // Runs `args` and expects exit 0 and exactly `out` and `err`.
@@ -57,11 +47,6 @@ class OptimumOutputTest : public ::testing::Test {
     EXPECT_EQ(o.out, out);
     EXPECT_EQ(o.err, err);
   }
-
-  TempDir root_;
-  const std::string store_ = root_.Join("store");
-  const std::string address_ = absl::StrCat("unix:", root_.Join("d.sock"));
-  Daemon daemon_;
 };
 
 TEST_F(OptimumOutputTest, EachCaseByteForByte) {
@@ -134,4 +119,4 @@ TEST_F(OptimumOutputTest, EachCaseByteForByte) {
 }
 
 }  // namespace
-}  // namespace rbln
+}  // namespace rbln::e2e

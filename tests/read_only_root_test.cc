@@ -27,22 +27,12 @@
 #include "tests/daemon_testing.h"
 #include "tests/test_certificates.h"
 
-namespace rbln {
+namespace rbln::e2e {
 namespace {
 
 namespace fs = std::filesystem;
 
-using ::rbln::e2e::CountOnDisk;
-using ::rbln::e2e::Daemon;
-using ::rbln::e2e::Outcome;
-using ::rbln::e2e::ParseJson;
-using ::rbln::e2e::PickFreePort;
-using ::rbln::e2e::RunClient;
-using ::rbln::e2e::StartDaemon;
-using ::rbln::e2e::StopDaemon;
-using ::rbln::e2e::Synthesize;
 using ::rbln::testing::HashTree;
-using ::rbln::testing::TempDir;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -105,10 +95,10 @@ uint64_t CountInRoot(const std::string& root, const std::string& dir) {
 
 constexpr uid_t kNobody = 65534;
 
-class ReadOnlyRootTest : public ::testing::Test {
+class ReadOnlyRootTest : public TlsDaemonTest {
  protected:
   void SetUp() override {
-    fs::create_directories(store_);
+    TlsDaemonTest::SetUp();
     fs::create_directories(models_);
     fs::create_directories(hub_);
     fs::create_directories(outside_);
@@ -148,18 +138,14 @@ class ReadOnlyRootTest : public ::testing::Test {
     hub_before_ = Snapshot(hub_);
     tcp_ = absl::StrCat("127.0.0.1:", PickFreePort());
     // Over TCP only listed callers write: the client is cn:operator.
-    std::vector<std::string> flags = {
-        "--rbln-smi",       "none",       "--read-only-root", models_,
-        "--read-only-root", "hf=" + hub_, "--listen",         tcp_};
-    for (const std::string& flag : e2e::OperatorTlsDaemonFlags(certs_)) {
-      flags.push_back(flag);
-    }
+    UseOperatorTls(*certs_);
     ASSERT_NO_FATAL_FAILURE(
-        StartDaemon(root_.path(), store_, address_, flags, &daemon_));
+        Start({"--rbln-smi", "none", "--read-only-root", models_,
+               "--read-only-root", "hf=" + hub_, "--listen", tcp_}));
   }
 
   void TearDown() override {
-    StopDaemon(&daemon_);
+    TlsDaemonTest::TearDown();
     // Whatever a test did, the read-only roots are as they were, and no
     // state or lock file appeared in them.
     EXPECT_EQ(Snapshot(models_), models_before_);
@@ -168,11 +154,9 @@ class ReadOnlyRootTest : public ::testing::Test {
     EXPECT_FALSE(fs::exists(hub_ + "/.rbln-artifactd"));
   }
 
+  // Over the Unix socket unless `server` (then over TCP, as the operator).
   Outcome Cli(const std::string& args, const std::string& server = "") {
-    const std::string credentials =
-        server.empty() ? "" : e2e::OperatorTlsClientArgs(certs_) + " ";
-    return RunClient(server.empty() ? address_ : server, credentials + args,
-                     root_.path(), root_.Join("cli.err"));
+    return CliAt(server.empty() ? address_ : server, args, root_.path());
   }
 
   uint64_t Get(const std::string& model_id, const std::string& server = "") {
@@ -183,18 +167,13 @@ class ReadOnlyRootTest : public ::testing::Test {
     return count;
   }
 
-  e2e::Certificates certs_;
-  TempDir root_;
-  const std::string store_ = root_.Join("store");
   const std::string models_ = root_.Join("models");
   const std::string hub_ = root_.Join("cache/huggingface/hub");
   const std::string outside_ = root_.Join("outside");
-  const std::string address_ = "unix:" + root_.Join("d.sock");
   std::string tcp_;
   std::string snapshot_;
   std::map<std::string, std::string> models_before_;
   std::map<std::string, std::string> hub_before_;
-  Daemon daemon_;
 };
 
 TEST_F(ReadOnlyRootTest, ReadsByAbsolutePathAndByRootName) {
@@ -347,27 +326,24 @@ TEST_F(ReadOnlyRootTest, ListShowsEveryRootAndWhatItSkipped) {
 }
 
 // Start-up refuses roots that overlap, or a missing one, naming it.
-TEST(ReadOnlyRootStartTest, OverlappingOrMissingRootsAreRefused) {
-  TempDir root;
-  const std::string store = root.Join("store");
-  fs::create_directories(store + "/inside");
+using ReadOnlyRootStartTest = DaemonTest;
+
+TEST_F(ReadOnlyRootStartTest, OverlappingOrMissingRootsAreRefused) {
+  fs::create_directories(StorePath("inside"));
   for (const std::vector<std::string>& flags :
        std::vector<std::vector<std::string>>{
-           {"--read-only-root", store + "/inside"},
-           {"--read-only-root", root.path()},
-           {"--read-only-root", root.Join("missing")},
-           {"--read-only-root", "bad name=" + store + "/inside"}}) {
-    Outcome o = e2e::RunShell(
-        absl::StrCat(e2e::kCommandTimeout, " ",
-                     e2e::ShellQuote(testing::BinaryPath("rbln-artifactd")),
-                     " --rbln-smi none --store ", e2e::ShellQuote(store),
-                     " --listen unix:", e2e::ShellQuote(root.Join("d.sock")),
-                     " ", flags[0], " ", e2e::ShellQuote(flags[1])),
-        root.Join("err"));
+           {"--read-only-root", StorePath("inside")},
+           {"--read-only-root", root_.path()},
+           {"--read-only-root", root_.Join("missing")},
+           {"--read-only-root", "bad name=" + StorePath("inside")}}) {
+    Outcome o = Run("rbln-artifactd",
+                    absl::StrCat("--rbln-smi none --store ", ShellQuote(store_),
+                                 " --listen ", ShellQuote(address_), " ",
+                                 flags[0], " ", ShellQuote(flags[1])));
     EXPECT_NE(o.code, 0) << flags[1] << o;
     EXPECT_THAT(o.err, HasSubstr("read-only")) << o;
   }
 }
 
 }  // namespace
-}  // namespace rbln
+}  // namespace rbln::e2e

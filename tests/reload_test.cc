@@ -20,21 +20,13 @@
 #include "gtest/gtest.h"
 #include "tests/daemon_testing.h"
 
-namespace rbln {
+namespace rbln::e2e {
 namespace {
 
-using ::rbln::e2e::AwaitLog;
-using ::rbln::e2e::Daemon;
-using ::rbln::e2e::Outcome;
-using ::rbln::e2e::RunClient;
-using ::rbln::e2e::StartDaemonWithFlags;
-using ::rbln::e2e::StopDaemon;
-using ::rbln::e2e::Synthesize;
-using ::rbln::testing::TempDir;
-
-class ReloadTest : public ::testing::Test {
+class ReloadTest : public DaemonTest {
  protected:
   void SetUp() override {
+    DaemonTest::SetUp();
     if (geteuid() != 0) GTEST_SKIP() << "mounting needs root";
     // A bind mount of a directory on the test's own file system (not a
     // tmpfs, from which nothing is cached: docs/security.md).
@@ -51,30 +43,24 @@ class ReloadTest : public ::testing::Test {
     // (core/format/artifact_cache.h).
     std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     // At info level: the reload's line.
-    ASSERT_NO_FATAL_FAILURE(StartDaemonWithFlags(
-        root_.path(), address_,
-        {"--store", store_, "--listen", address_, "--rbln-smi", "none",
-         "--device-dram", "16GiB", "--log-level", "info"},
-        &daemon_));
+    ASSERT_NO_FATAL_FAILURE(StartWithFlags(
+        address_, {"--store", store_, "--listen", address_, "--rbln-smi",
+                   "none", "--device-dram", "16GiB", "--log-level", "info"}));
   }
 
   void TearDown() override {
-    StopDaemon(&daemon_);
+    DaemonTest::TearDown();
     if (mounted_) umount2(mount_point_.c_str(), MNT_DETACH);
   }
 
   std::string Artifact() const { return absl::StrCat(mount_point_, "/tiny"); }
 
   Outcome Client(const std::string& args) {
-    return RunClient(address_, args, root_.path(), root_.Join("client.err"));
+    return CliAt(address_, args, root_.path());
   }
 
-  TempDir root_;
-  const std::string store_ = root_.Join("store");
-  const std::string mount_point_ = absl::StrCat(store_, "/team");
-  const std::string address_ = absl::StrCat("unix:", root_.Join("d.sock"));
+  const std::string mount_point_ = StorePath("team");
   bool mounted_ = false;
-  Daemon daemon_;
 };
 
 TEST_F(ReloadTest, SighupLetsGoOfAFileSystemTheReadCacheHeld) {
@@ -104,4 +90,4 @@ TEST_F(ReloadTest, SighupLetsGoOfAFileSystemTheReadCacheHeld) {
 }
 
 }  // namespace
-}  // namespace rbln
+}  // namespace rbln::e2e

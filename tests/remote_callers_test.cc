@@ -23,14 +23,13 @@
 #include "gtest/gtest.h"
 #include "rapidjson/document.h"
 #include "rbln/artifact/v1/artifact_service.grpc.pb.h"
-#include "tests/daemon_testing.h"
+#include "tests/daemon_stub_testing.h"
 
 namespace rbln::e2e {
 namespace {
 
 namespace v1 = ::rbln::artifact::v1;
 using ::rbln::testing::BinaryPath;
-using ::rbln::testing::TempDir;
 
 // The one ErrorDetail in the status's details (grpc-status-details-bin), or
 // nullopt when there is none; fails the test when the trailer is
@@ -49,32 +48,11 @@ std::optional<v1::ErrorDetail> DetailOf(const grpc::Status& status) {
   return detail;
 }
 
-class RemoteCallersTest : public ::testing::Test {
+class RemoteCallersTest : public StubDaemonTest {
  protected:
   void SetUp() override {
-    std::filesystem::create_directories(store_);
-    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", store_ + "/a"));
-  }
-
-  void TearDown() override {
-    stub_.reset();
-    if (daemon_.pid > 0) StopDaemon(&daemon_);
-  }
-
-  void Start(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> flags = {"--rbln-smi", "none"};
-    flags.insert(flags.end(), extra.begin(), extra.end());
-    ASSERT_NO_FATAL_FAILURE(
-        StartDaemon(tmp_.path(), store_, address_, flags, &daemon_));
-    stub_ = v1::ArtifactService::NewStub(
-        grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
-  }
-
-  std::unique_ptr<grpc::ClientContext> Context() {
-    auto context = std::make_unique<grpc::ClientContext>();
-    context->set_deadline(std::chrono::system_clock::now() +
-                          std::chrono::seconds(20));
-    return context;
+    StubDaemonTest::SetUp();
+    ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath("a")));
   }
 
   v1::GetKvcacheNumBlocksResponse Get(const std::string& name) {
@@ -98,12 +76,6 @@ class RemoteCallersTest : public ::testing::Test {
     v1::ResizeResponse resp;
     return stub_->SetKvcacheNumBlocks(Context().get(), req, &resp);
   }
-
-  TempDir tmp_;
-  const std::string store_ = tmp_.Join("store");
-  const std::string address_ = absl::StrCat("unix:", tmp_.Join("d.sock"));
-  Daemon daemon_;
-  std::unique_ptr<v1::ArtifactService::Stub> stub_;
 };
 
 // Core's reasons (core/error_facts.h) and the proto's enum name the same
@@ -213,11 +185,11 @@ TEST_F(RemoteCallersTest, OtherRefusalsNameTheirReason) {
 TEST_F(RemoteCallersTest, JsonErrorOfTheClientShowsTheReason) {
   ASSERT_NO_FATAL_FAILURE(Start());
   const v1::GetKvcacheNumBlocksResponse before = Get("a");
-  Outcome below = RunClient(
+  Outcome below = CliAt(
       address_,
       absl::StrCat("--set-kvcache-num-blocks ", before.num_min_blocks() - 1,
                    " --model-id ", ShellQuote(store_ + "/a"), " --json"),
-      tmp_.path(), tmp_.Join("client.err"));
+      root_.path());
   EXPECT_EQ(below.code, 1) << below;
   rapidjson::Document doc = ParseJson(below);
   ASSERT_TRUE(doc.HasMember("error")) << below;
@@ -244,7 +216,7 @@ TEST_F(RemoteCallersTest, AddressVariableIsTheClientsDefault) {
           "cd / && RBLN_ARTIFACTD_ADDRESS=", ShellQuote(address_.substr(5)),
           " RBLN_ARTIFACTD_SOCKET=/nonexistent/rbln.sock ", kCommandTimeout,
           " ", client, get),
-      tmp_.Join("bare.err"));
+      root_.Join("bare.err"));
   EXPECT_EQ(bare.code, 0) << bare;
   EXPECT_EQ(bare.out, absl::StrCat(Get("a").kvcache_num_blocks(), "\n"));
   // The older variable alone still works.
@@ -252,12 +224,12 @@ TEST_F(RemoteCallersTest, AddressVariableIsTheClientsDefault) {
                                         "RBLN_ARTIFACTD_SOCKET=",
                                         ShellQuote(address_.substr(5)), " ",
                                         kCommandTimeout, " ", client, get),
-                           tmp_.Join("alias.err"));
+                           root_.Join("alias.err"));
   EXPECT_EQ(alias.code, 0) << alias;
   // A malformed value is a usage error naming the variable.
   Outcome bad = RunShell(absl::StrCat("cd / && RBLN_ARTIFACTD_ADDRESS=50051 ",
                                       kCommandTimeout, " ", client, get),
-                         tmp_.Join("bad.err"));
+                         root_.Join("bad.err"));
   EXPECT_EQ(bad.code, 2) << bad;
   EXPECT_THAT(bad.err, ::testing::HasSubstr("RBLN_ARTIFACTD_ADDRESS"));
   EXPECT_THAT(bad.err, ::testing::HasSubstr("unix:PATH, HOST:PORT or an "
@@ -266,13 +238,11 @@ TEST_F(RemoteCallersTest, AddressVariableIsTheClientsDefault) {
 
 TEST_F(RemoteCallersTest, DaemonListensOnABareAbsolutePath) {
   const std::string path = address_.substr(5);
-  ASSERT_NO_FATAL_FAILURE(StartDaemonWithFlags(
-      tmp_.path(), address_,
-      {"--store", store_, "--listen", path, "--rbln-smi", "none"}, &daemon_));
-  stub_ = v1::ArtifactService::NewStub(
-      grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  ASSERT_NO_FATAL_FAILURE(StartWithFlags(
+      address_, {"--store", store_, "--listen", path, "--rbln-smi", "none"}));
+  ConnectStub();
   EXPECT_GT(Get("a").kvcache_num_blocks(), 0u);
-  // StopDaemon checks that the socket is removed at exit.
+  // Stopping it (TearDown) checks that the socket is removed at exit.
 }
 
 // A group and a user in it, for one test; removed after.
@@ -313,7 +283,7 @@ TEST_F(RemoteCallersTest, SocketGroupAdmitsItsMembers) {
   ScopedGroupUser account(absl::StrCat(getpid()));
   ASSERT_TRUE(account.ok()) << account.why();
   // The user must reach the socket's directory (the socket decides).
-  ASSERT_EQ(chmod(tmp_.path().c_str(), 0711), 0);
+  ASSERT_EQ(chmod(root_.path().c_str(), 0711), 0);
   const std::string as_user = absl::StrCat(
       "cd / && ", kCommandTimeout, " setpriv --reuid=", account.user(),
       " --regid=", account.group(), " --init-groups ",
@@ -325,15 +295,15 @@ TEST_F(RemoteCallersTest, SocketGroupAdmitsItsMembers) {
   struct stat st {};
   ASSERT_EQ(stat(address_.substr(5).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0660u);
-  Outcome member = RunShell(as_user, tmp_.Join("member.err"));
+  Outcome member = RunShell(as_user, root_.Join("member.err"));
   EXPECT_EQ(member.code, 0) << member;
   EXPECT_EQ(member.out, absl::StrCat(Get("a").kvcache_num_blocks(), "\n"));
   stub_.reset();
-  StopDaemon(&daemon_);
+  Stop();
 
   // Without the option the socket stays root's group: denied.
   ASSERT_NO_FATAL_FAILURE(Start());
-  Outcome outsider = RunShell(as_user, tmp_.Join("outsider.err"));
+  Outcome outsider = RunShell(as_user, root_.Join("outsider.err"));
   EXPECT_EQ(outsider.code, 4) << outsider;
   EXPECT_THAT(outsider.err, ::testing::HasSubstr("permission denied"));
 }

@@ -20,22 +20,9 @@
 #include "rapidjson/document.h"
 #include "tests/daemon_testing.h"
 
-namespace rbln {
+namespace rbln::e2e {
 namespace {
 
-using ::rbln::e2e::Daemon;
-using ::rbln::e2e::kCommandTimeout;
-using ::rbln::e2e::Outcome;
-using ::rbln::e2e::ParseJson;
-using ::rbln::e2e::PickFreePort;
-using ::rbln::e2e::RunClient;
-using ::rbln::e2e::RunShell;
-using ::rbln::e2e::ShellQuote;
-using ::rbln::e2e::StartDaemonWithFlags;
-using ::rbln::e2e::StopDaemon;
-using ::rbln::e2e::Synthesize;
-using ::rbln::testing::BinaryPath;
-using ::rbln::testing::TempDir;
 using ::testing::ContainsRegex;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -57,15 +44,8 @@ std::vector<std::string> Strings(const rapidjson::Value& array) {
   return strings;
 }
 
-class ServerInfoTest : public ::testing::Test {
+class ServerInfoTest : public DaemonTest {
  protected:
-  // `program` ARGS, bounded; stderr apart.
-  Outcome Run(const std::string& program, const std::string& args) {
-    return RunShell(absl::StrCat(kCommandTimeout, " ",
-                                 ShellQuote(BinaryPath(program)), " ", args),
-                    root_.Join(absl::StrCat("run", runs_++, ".err")));
-  }
-
   // The commit part of `program`'s --version line; fails the test unless
   // the line is "PROGRAM VERSION (commit C)".
   std::string CommitOf(const std::string& program) {
@@ -83,9 +63,6 @@ class ServerInfoTest : public ::testing::Test {
     }
     return std::string(line);
   }
-
-  TempDir root_;
-  int runs_ = 0;
 };
 
 TEST_F(ServerInfoTest, EveryProgramPrintsTheVersionAndTheCommit) {
@@ -115,25 +92,18 @@ TEST_F(ServerInfoTest, VersionNeedsNoOtherFlags) {
 }
 
 TEST_F(ServerInfoTest, DaemonReportsVersionStoreRootsListenersAndCodec) {
-  const std::string store = root_.Join("store");
   const std::string models = root_.Join("models");
-  std::filesystem::create_directories(store);
   ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", models + "/tiny"));
-  const std::string unix_address = absl::StrCat("unix:", root_.Join("d.sock"));
   const std::string tcp_address = absl::StrCat("127.0.0.1:", PickFreePort());
-  Daemon daemon;
-  ASSERT_NO_FATAL_FAILURE(StartDaemonWithFlags(
-      root_.path(), unix_address,
-      {"--store", store, "--listen", unix_address, "--listen", tcp_address,
-       "--read-only-root", "models=" + models, "--rbln-smi", "none",
-       "--log-level", "info"},
-      &daemon));
+  ASSERT_NO_FATAL_FAILURE(StartWithFlags(
+      address_, {"--store", store_, "--listen", address_, "--listen",
+                 tcp_address, "--read-only-root", "models=" + models,
+                 "--rbln-smi", "none", "--log-level", "info"}));
   const std::string commit = CommitOf("rbln-artifactd");
 
   // An operator on the Unix socket (the daemon's own uid).
-  Outcome o = RunClient(unix_address, "--server-info --json", root_.path(),
-                        root_.Join("cli.err"));
-  ASSERT_EQ(o.code, 0) << o << daemon.Logs();
+  Outcome o = CliAt(address_, "--server-info --json", root_.path());
+  ASSERT_EQ(o.code, 0) << o << daemon_.Logs();
   rapidjson::Document reply = ParseJson(o);
   ASSERT_TRUE(reply.IsObject());
   EXPECT_STREQ(reply["version"].GetString(), RBLN_EXPECTED_VERSION);
@@ -142,7 +112,7 @@ TEST_F(ServerInfoTest, DaemonReportsVersionStoreRootsListenersAndCodec) {
   ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
   EXPECT_STREQ(reply["hostname"].GetString(), host);
   const std::string canonical_store =
-      std::filesystem::canonical(store).string();
+      std::filesystem::canonical(store_).string();
   EXPECT_EQ(reply["store"].GetString(), canonical_store);
   const rapidjson::Value& roots = reply["roots"];
   ASSERT_TRUE(roots.IsArray() && roots.Size() == 2) << o;
@@ -152,8 +122,7 @@ TEST_F(ServerInfoTest, DaemonReportsVersionStoreRootsListenersAndCodec) {
   EXPECT_EQ(roots[1]["dir"].GetString(),
             std::filesystem::canonical(models).string());
   EXPECT_TRUE(roots[1]["read_only"].GetBool());
-  EXPECT_THAT(Strings(reply["listeners"]),
-              ElementsAre(unix_address, tcp_address));
+  EXPECT_THAT(Strings(reply["listeners"]), ElementsAre(address_, tcp_address));
   EXPECT_STREQ(reply["codec"].GetString(), "built-in");
   const passwd* me = getpwuid(geteuid());
   const std::string identity = me != nullptr
@@ -163,25 +132,24 @@ TEST_F(ServerInfoTest, DaemonReportsVersionStoreRootsListenersAndCodec) {
   EXPECT_STREQ(reply["role"].GetString(), "operator");
 
   // An anonymous reader over TCP may ask too; the human form.
-  o = RunClient(tcp_address, "--server-info", root_.path(),
-                root_.Join("cli.err"));
-  ASSERT_EQ(o.code, 0) << o << daemon.Logs();
+  o = CliAt(tcp_address, "--server-info", root_.path());
+  ASSERT_EQ(o.code, 0) << o << daemon_.Logs();
   EXPECT_THAT(
       o.out, HasSubstr(absl::StrCat("rbln-artifactd ", RBLN_EXPECTED_VERSION,
                                     " (commit ", commit, ") on ", host, "\n")));
   EXPECT_THAT(o.out, HasSubstr(absl::StrCat("store: ", canonical_store, "\n")));
   EXPECT_THAT(o.out, HasSubstr("read-only root models: "));
-  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("listeners: ", unix_address, ", ",
+  EXPECT_THAT(o.out, HasSubstr(absl::StrCat("listeners: ", address_, ", ",
                                             tcp_address, "\n")));
   EXPECT_THAT(o.out, HasSubstr("codec: built-in\n"));
   EXPECT_THAT(o.out, HasSubstr("you are: anonymous (reader)\n"));
 
   // Both calls are in the request log, with their callers.
-  StopDaemon(&daemon);
-  EXPECT_THAT(daemon.Logs(),
+  Stop();
+  EXPECT_THAT(daemon_.Logs(),
               ContainsRegex("method=GetServerInfo .*caller=\"?anonymous\"? "
                             "role=reader outcome=OK"));
 }
 
 }  // namespace
-}  // namespace rbln
+}  // namespace rbln::e2e

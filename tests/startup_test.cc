@@ -24,20 +24,9 @@
 #include "gtest/gtest.h"
 #include "tests/daemon_testing.h"
 
-namespace rbln {
+namespace rbln::e2e {
 namespace {
 
-using ::rbln::e2e::Daemon;
-using ::rbln::e2e::kCommandTimeout;
-using ::rbln::e2e::Outcome;
-using ::rbln::e2e::PickFreePort;
-using ::rbln::e2e::RunShell;
-using ::rbln::e2e::ShellQuote;
-using ::rbln::e2e::StartDaemon;
-using ::rbln::e2e::StartDaemonWithFlags;
-using ::rbln::e2e::StopDaemon;
-using ::rbln::testing::BinaryPath;
-using ::rbln::testing::TempDir;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -47,24 +36,8 @@ constexpr int kExUnavailable = 69;
 constexpr int kExConfig = 78;
 constexpr int kClientUsage = 2;
 
-class StartupTest : public ::testing::Test {
+class StartupTest : public DaemonTest {
  protected:
-  void SetUp() override { std::filesystem::create_directory(store_); }
-
-  void TearDown() override {
-    for (Daemon* d : {&first_, &second_}) {
-      if (d->pid > 0) StopDaemon(d);
-    }
-  }
-
-  // `program` ARGS (split by the shell), bounded; stderr apart.
-  Outcome Run(const std::string& program, const std::string& args) {
-    return RunShell(
-        absl::StrCat("cd ", ShellQuote(root_.path()), " && ", kCommandTimeout,
-                     " ", ShellQuote(BinaryPath(program)), " ", args),
-        root_.Join(absl::StrCat("run", runs_++, ".err")));
-  }
-
   // rbln-artifactd --store STORE --log-level warn ARGS.
   Outcome RunDaemon(const std::string& args) {
     return Run("rbln-artifactd", absl::StrCat("--store ", ShellQuote(store_),
@@ -103,12 +76,6 @@ class StartupTest : public ::testing::Test {
     std::ofstream(path) << text;
     return path;
   }
-
-  TempDir root_;
-  const std::string store_ = root_.Join("store");
-  int runs_ = 0;
-  Daemon first_;
-  Daemon second_;
 };
 
 // --- rbln-artifactd: usage (64) ---
@@ -281,9 +248,8 @@ TEST_F(StartupTest, TheReadmeExampleConfigWorks) {
       "probe-timeout-seconds = 5\n"
       "# device-dram = \"16GiB\"      # an override: the probe is then not "
       "used\n"));
-  StartDaemonWithFlags(root_.path(), unix_address,
-                       {"--config", config, "--log-level", "warn"}, &first_);
-  EXPECT_TRUE(e2e::Accepts(tcp_address)) << first_.Logs();
+  StartWithFlags(unix_address, {"--config", config, "--log-level", "warn"});
+  EXPECT_TRUE(Accepts(tcp_address)) << daemon_.Logs();
 }
 
 // --- rbln-artifactd: a resource in use (69) ---
@@ -291,7 +257,7 @@ TEST_F(StartupTest, TheReadmeExampleConfigWorks) {
 TEST_F(StartupTest, PortInUseNamesThePort) {
   // Anything listening on the port, without SO_REUSEPORT.
   int port = 0;
-  const int fd = e2e::BindFreeLoopbackPort(/*listen_too=*/true, &port);
+  const int fd = BindFreeLoopbackPort(/*listen_too=*/true, &port);
   ASSERT_GE(fd, 0);
 
   Outcome o = RunDaemon(absl::StrCat("--listen 127.0.0.1:", port));
@@ -304,35 +270,36 @@ TEST_F(StartupTest, PortInUseNamesThePort) {
 }
 
 TEST_F(StartupTest, SecondDaemonOnTheSamePortIsRefused) {
-  const std::string tcp_address = absl::StrCat("127.0.0.1:", PickFreePort());
-  StartDaemon(root_.path(), store_, tcp_address, {}, &first_);
+  address_ = absl::StrCat("127.0.0.1:", PickFreePort());
+  Start();
   const std::string other_store = root_.Join("other");
   std::filesystem::create_directory(other_store);
   Outcome o = Run("rbln-artifactd",
                   absl::StrCat("--store ", ShellQuote(other_store),
-                               " --log-level warn --listen ", tcp_address));
+                               " --log-level warn --listen ", address_));
   EXPECT_EQ(o.code, kExUnavailable) << o;
   EXPECT_THAT(o.err, HasSubstr("is in use"));
 }
 
 TEST_F(StartupTest, SecondDaemonOnTheSameStoreIsRefused) {
-  StartDaemon(root_.path(), store_, UnixAddress("first.sock"), {}, &first_);
+  address_ = UnixAddress("first.sock");
+  Start();
   Outcome o = RunDaemon(
       absl::StrCat("--listen ", ShellQuote(UnixAddress("second.sock"))));
   EXPECT_EQ(o.code, kExUnavailable) << o;
   EXPECT_THAT(o.err, HasSubstr(absl::StrCat("is in use by another process "
                                             "(pid ",
-                                            first_.pid)));
+                                            daemon_.pid)));
 }
 
 TEST_F(StartupTest, SecondDaemonOnTheSameSocketIsRefused) {
-  StartDaemon(root_.path(), store_, UnixAddress("d.sock"), {}, &first_);
+  Start();
   const std::string other_store = root_.Join("other");
   std::filesystem::create_directory(other_store);
   Outcome o =
-      Run("rbln-artifactd", absl::StrCat("--store ", ShellQuote(other_store),
-                                         " --log-level warn --listen ",
-                                         ShellQuote(UnixAddress("d.sock"))));
+      Run("rbln-artifactd",
+          absl::StrCat("--store ", ShellQuote(other_store),
+                       " --log-level warn --listen ", ShellQuote(address_)));
   EXPECT_EQ(o.code, kExUnavailable) << o;
   EXPECT_THAT(o.err, HasSubstr("another server already listens on"));
 }
@@ -410,4 +377,4 @@ TEST_F(StartupTest, SynthBadFlagNamesTheProgram) {
 }
 
 }  // namespace
-}  // namespace rbln
+}  // namespace rbln::e2e
