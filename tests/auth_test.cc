@@ -31,6 +31,7 @@ namespace rbln::e2e {
 namespace {
 
 using ::rbln::testing::BinaryPath;
+using ::rbln::testing::CopyForOtherUsers;
 using ::rbln::testing::HashTree;
 using ::rbln::testing::WriteFileOrDie;
 using ::testing::HasSubstr;
@@ -397,12 +398,14 @@ TEST_F(AuthTest, UnixPeersAreKnownByUidAndListedOnesWrite) {
   chmod(root_.path().c_str(), 0755);
   const std::string socket = root_.Join("d.sock");
   const std::string address = absl::StrCat("unix:", socket);
+  // The build tree may be closed to the user (a clone in /root).
+  const std::string client = CopyForOtherUsers(BinaryPath("rbln-artifact"));
+  ASSERT_FALSE(client.empty());
   const auto as_user = [&](const std::string& args) {
     return RunShell(absl::StrCat("cd ", ShellQuote(store_),
                                  " && setpriv --reuid=", user.name(),
                                  " --regid=", user.name(), " --clear-groups ",
-                                 kCommandTimeout, " ",
-                                 ShellQuote(BinaryPath("rbln-artifact")),
+                                 kCommandTimeout, " ", ShellQuote(client),
                                  " --server ", ShellQuote(address), " ", args),
                     root_.Join("user.err"));
   };
@@ -484,8 +487,9 @@ TEST_F(AuthTest, UnixPeersAreKnownByUidAndListedOnesWrite) {
   Outcome with_token = RunShell(
       absl::StrCat("setpriv --reuid=", user.name(), " --regid=", user.name(),
                    " --clear-groups ", kCommandTimeout, " /usr/bin/python3 -c ",
-                   ShellQuote(python), " ", ShellQuote(BinaryPath("../python")),
-                   " ", ShellQuote(address)),
+                   ShellQuote(python), " ",
+                   ShellQuote(CopyForOtherUsers(BinaryPath("../python"))), " ",
+                   ShellQuote(address)),
       root_.Join("python.err"));
   EXPECT_THAT(with_token.out, HasSubstr("PERMISSION_DENIED token:viewer "
                                         "cannot read private/m"))

@@ -151,8 +151,9 @@ TEST_F(DeployTest, TheUnitsCapabilitiesKeepOthersOwnersAndModes) {
   daemon_.pid = Spawn(
       {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
        "--inh-caps=" + caps, "--ambient-caps=" + caps, "--bounding-set=" + caps,
-       rbln::testing::BinaryPath("rbln-artifactd"), "--store", store_,
-       "--listen", address_, "--rbln-smi", "none"},
+       rbln::testing::CopyForOtherUsers(
+           rbln::testing::BinaryPath("rbln-artifactd")),
+       "--store", store_, "--listen", address_, "--rbln-smi", "none"},
       root_.path(), daemon_.stdout_path, daemon_.stderr_path);
   ASSERT_GT(daemon_.pid, 0);
   const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;

@@ -29,8 +29,17 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(HERE)
 FAKE_REBEL = os.path.join(HERE, "fake_rebel")
-ADAPTER = os.path.join(SOURCE_DIR, "codecs", "rebel", "rbln_codec_rebel.py")
-TEST_CODEC = os.path.join(HERE, "codecs", "test_codec.py")
+sys.path.insert(0, HERE)
+from reachable import copy_for_other_users  # noqa: E402
+
+# As root the daemon runs its codec as nobody: copies that nobody can read.
+PROGRAMS = copy_for_other_users(
+    FAKE_REBEL, os.path.join(SOURCE_DIR, "codecs", "rebel",
+                             "rbln_codec_rebel.py"),
+    os.path.join(HERE, "codecs", "test_codec.py"))
+CODEC_PYTHONPATH = os.path.join(PROGRAMS, "fake_rebel")
+ADAPTER = os.path.join(PROGRAMS, "rbln_codec_rebel.py")
+TEST_CODEC = os.path.join(PROGRAMS, "test_codec.py")
 PYTHON = "/usr/bin/python3"
 REBEL_CODEC = f"{PYTHON} {ADAPTER}"
 CODEC_NAME = "external (rbln_codec_rebel.py)"
@@ -41,7 +50,6 @@ LOG_WAIT_S = 60
 os.environ.pop("FAKE_REBEL_API", None)
 os.environ.pop("FAKE_REBEL_CHATTER", None)
 sys.path.insert(0, FAKE_REBEL)
-sys.path.insert(0, HERE)
 import make_fake_artifact  # noqa: E402
 import rebel  # noqa: E402  (the fake, per_chiplet: reads files of every API)
 from python_client_test import BIN_DIR, Daemon  # noqa: E402
@@ -291,7 +299,7 @@ def resizable_of(config):
 
 
 def daemon_env(api="per_chiplet", chatter=False):
-    env = dict(os.environ, PYTHONPATH=FAKE_REBEL, FAKE_REBEL_API=api,
+    env = dict(os.environ, PYTHONPATH=CODEC_PYTHONPATH, FAKE_REBEL_API=api,
                PYTHONDONTWRITEBYTECODE="1")
     if chatter:
         env["FAKE_REBEL_CHATTER"] = "1"

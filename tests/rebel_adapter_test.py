@@ -34,6 +34,7 @@ os.environ.pop("FAKE_REBEL_API", None)
 os.environ.pop("FAKE_REBEL_CHATTER", None)
 sys.path.insert(0, FAKE_REBEL)
 import make_fake_artifact  # noqa: E402
+from reachable import copy_for_other_users  # noqa: E402
 import rebel  # noqa: E402  (the fake, per_chiplet)
 
 # Two nodes of two chiplets; every bucket differs, so that a swapped node or
@@ -423,13 +424,9 @@ class AdapterTest(WorkDir):
     def test_as_nobody_reads_through_the_descriptor(self):
         # The adapter and the fake from a copy that nobody may read (the
         # source tree may be in a directory that nobody cannot enter).
-        programs = tempfile.mkdtemp(prefix="rbln-rebel-adapter-programs-")
-        self.addCleanup(shutil.rmtree, programs, ignore_errors=True)
-        os.chmod(programs, 0o755)
+        programs = copy_for_other_users(ADAPTER,
+                                        os.path.join(FAKE_REBEL, "rebel"))
         adapter_copy = os.path.join(programs, "rbln_codec_rebel.py")
-        shutil.copy(ADAPTER, adapter_copy)
-        shutil.copytree(os.path.join(FAKE_REBEL, "rebel"),
-                        os.path.join(programs, "rebel"))
         # The artifact in root's 0700 directory, the output directory one
         # that nobody owns, inside it too.
         os.chmod(self.work, 0o700)

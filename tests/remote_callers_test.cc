@@ -30,6 +30,7 @@ namespace {
 
 namespace v1 = ::rbln::artifact::v1;
 using ::rbln::testing::BinaryPath;
+using ::rbln::testing::CopyForOtherUsers;
 
 // The one ErrorDetail in the status's details (grpc-status-details-bin), or
 // nullopt when there is none; fails the test when the trailer is
@@ -287,7 +288,7 @@ TEST_F(RemoteCallersTest, SocketGroupAdmitsItsMembers) {
   const std::string as_user = absl::StrCat(
       "cd / && ", kCommandTimeout, " setpriv --reuid=", account.user(),
       " --regid=", account.group(), " --init-groups ",
-      ShellQuote(BinaryPath("rbln-artifact")), " --server ",
+      ShellQuote(CopyForOtherUsers(BinaryPath("rbln-artifact"))), " --server ",
       ShellQuote(address_), " --get-kvcache-num-blocks --model-id ",
       ShellQuote(store_ + "/a"));
 

@@ -194,9 +194,10 @@ TEST_F(StartupTest, BadValueInTheConfigFileIsAConfigError) {
 }
 
 TEST_F(StartupTest, ACodecThatCannotStartIsAConfigError) {
-  const std::string codec = absl::StrCat(
-      "/usr/bin/python3 ",
-      ShellQuote(testing::SourcePath("tests/codecs/test_codec.py")));
+  const std::string codec =
+      absl::StrCat("/usr/bin/python3 ",
+                   ShellQuote(testing::CopyForOtherUsers(
+                       testing::SourcePath("tests/codecs/test_codec.py"))));
   Outcome o = RunDaemon(
       absl::StrCat("--codec-timeout-seconds 1 --codec-command ",
                    ShellQuote(absl::StrCat(codec, " --mode no-hello"))));

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <vector>
 
@@ -195,6 +197,94 @@ std::string BinaryPath(absl::string_view name) {
   const std::filesystem::path self =
       std::filesystem::read_symlink("/proc/self/exe", ec);
   return (self.parent_path() / std::string(name)).string();
+}
+
+namespace {
+
+// Whether every user may search `dir` and each directory above it.
+bool OthersCanReach(const std::filesystem::path& dir) {
+  for (std::filesystem::path p = dir;; p = p.parent_path()) {
+    struct stat st;
+    if (stat(p.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0) return false;
+    if (p == p.root_path()) return true;
+  }
+}
+
+// Gives others the read (and, where the owner has it, execute) permission.
+void OpenToOthers(const std::filesystem::path& path) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) return;
+  mode_t mode = st.st_mode | S_IRGRP | S_IROTH;
+  if ((st.st_mode & S_IXUSR) != 0) mode |= S_IXGRP | S_IXOTH;
+  chmod(path.c_str(), mode & 07777);
+}
+
+// The copies CopyForOtherUsers made in this process, removed at exit.
+class CopiesForOtherUsers {
+ public:
+  ~CopiesForOtherUsers() {
+    std::error_code ec;
+    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+  }
+
+  std::string Copy(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = copies_.find(path);
+    if (it != copies_.end()) return it->second;
+    if (dir_.empty() && !MakeDir()) return "";
+    const std::filesystem::path to = std::filesystem::path(dir_) /
+                                     std::to_string(copies_.size()) /
+                                     std::filesystem::path(path).filename();
+    std::error_code ec;
+    std::filesystem::create_directories(to.parent_path(), ec);
+    if (!ec) chmod(to.parent_path().c_str(), 0755);
+    if (!ec) {
+      std::filesystem::copy(path, to, std::filesystem::copy_options::recursive,
+                            ec);
+    }
+    // Readable (and runnable where it was) whatever the umask it was made
+    // under.
+    if (!ec && std::filesystem::is_directory(to)) {
+      for (auto it = std::filesystem::recursive_directory_iterator(to, ec);
+           !ec && it != std::filesystem::recursive_directory_iterator();
+           it.increment(ec)) {
+        OpenToOthers(it->path());
+      }
+    }
+    if (!ec) OpenToOthers(to);
+    if (ec) {
+      ADD_FAILURE() << "copying " << path << " to " << to << ": "
+                    << ec.message();
+      return "";
+    }
+    return copies_[path] = to.string();
+  }
+
+ private:
+  bool MakeDir() {
+    for (const char* base : {"/tmp", "/var/tmp"}) {
+      if (!OthersCanReach(base)) continue;
+      std::string templ = absl::StrCat(base, "/rbln-shared-XXXXXX");
+      if (mkdtemp(templ.data()) == nullptr) continue;
+      chmod(templ.c_str(), 0755);
+      dir_ = templ;
+      return true;
+    }
+    ADD_FAILURE() << "neither /tmp nor /var/tmp is a directory every user "
+                     "can reach and this process can write";
+    return false;
+  }
+
+  std::mutex mu_;
+  std::string dir_;
+  std::map<std::string, std::string> copies_;
+};
+
+}  // namespace
+
+std::string CopyForOtherUsers(const std::string& path) {
+  static CopiesForOtherUsers copies;  // destroyed at exit: the copies go
+  return copies.Copy(path);
 }
 
 int RunCommand(const std::string& command, std::string* output) {

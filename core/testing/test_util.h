@@ -67,6 +67,15 @@ std::string TestdataPath(absl::string_view relative);
 
 // $RBLN_BIN_DIR/name (set by ctest), else beside the running test binary.
 std::string BinaryPath(absl::string_view name);
+// `path` (a program, or a directory such as the generated Python stubs)
+// where every user can reach it: a copy in a directory of its own under /tmp
+// (else /var/tmp) that others may search, made once per path and process and
+// removed when the process exits. Tests that run something as another user
+// run the copy, so that they pass wherever the tree was built (a clone in
+// /root, mode 0700, is closed to others). "" with a test failure added when
+// no copy can be made.
+std::string CopyForOtherUsers(const std::string& path);
+
 // Runs a shell command; returns its exit status (or -1) and its stdout and
 // stderr combined in `output`.
 int RunCommand(const std::string& command, std::string* output);
