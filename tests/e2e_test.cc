@@ -56,6 +56,7 @@ using ::rbln::testing::HashTree;
 using ::rbln::testing::ReadFileOrDie;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A store with two synthesized artifacts ("tiny" and "llama", the
 // llama3-8b-ca12-tp4 preset) served by a daemon on `<root>/d.sock`, spelled
@@ -506,6 +507,28 @@ TEST_F(E2eTest, PathsOutsideTheStoreArePermissionDenied) {
   EXPECT_EQ(HashTree(root_.Join("outside")), outside_before);
   EXPECT_FALSE(std::filesystem::exists(root_.Join("elsewhere")));
   EXPECT_FALSE(std::filesystem::exists("/tmp/rbln-e2e-never"));
+}
+
+TEST_F(E2eTest, AnOutputOutsideTheStoreIsToldToGoInsideIt) {
+  const std::string store = std::filesystem::canonical(store_).string();
+  for (const std::string& output :
+       {root_.Join("elsewhere"), std::string("../elsewhere")}) {
+    Outcome o =
+        Cli("--set-kvcache-num-blocks 10 --model-id ./tiny "
+            "--output-dir " +
+            output);
+    EXPECT_EQ(o.code, 1) << o;
+    EXPECT_THAT(o.err, HasSubstr("PERMISSION_DENIED"));
+    EXPECT_THAT(o.err, HasSubstr(absl::StrCat(
+                           " is outside the artifact store ", store,
+                           "; the output must be inside the store: choose a "
+                           "directory in ",
+                           store)))
+        << output;
+    // --read-only-root serves sources; an output never goes there.
+    EXPECT_THAT(o.err, Not(HasSubstr("--read-only-root"))) << output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(root_.Join("elsewhere")));
 }
 
 // Regression: CLI11 takes the next argument as an option's value, so a

@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/core_metrics.h"
@@ -33,6 +34,26 @@ uint64_t PayloadBytes(const Artifact& artifact) {
     total += file.copy_bytes();
   }
   return total;
+}
+
+// An output directory outside every root: the reason the name resolver
+// gives (which tells a source outside the store to be served as a
+// read-only root) is not one for an output, which only the store can hold.
+absl::Status OutputOutsideStore(const absl::Status& status,
+                                absl::string_view output_name,
+                                absl::string_view store) {
+  const std::optional<ErrorFacts> facts = GetErrorFacts(status);
+  if (!absl::StartsWith(output_name, "/") || !facts.has_value() ||
+      facts->reason != ErrorReason::kOutsideStore) {
+    return status;
+  }
+  return WithErrorFacts(
+      absl::PermissionDeniedError(absl::StrCat(
+          "output directory ", Echo(output_name),
+          " is outside the artifact store ", store,
+          "; the output must be inside the store: choose a directory in ",
+          store)),
+      *facts);
 }
 
 absl::Status CheckCancelled(const WriteRequest& request) {
@@ -88,9 +109,12 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   std::string output_name;
   std::vector<std::string> lock_names = {name};
   if (!request.output_name.empty()) {
-    RBLN_ASSIGN_OR_RETURN(const std::shared_ptr<const Located> output_at,
-                          Locate(request.output_name));
-    const Located& output = *output_at;
+    const absl::StatusOr<std::shared_ptr<const Located>> output_at =
+        Locate(request.output_name);
+    if (!output_at.ok()) {
+      return OutputOutsideStore(output_at.status(), request.output_name, root_);
+    }
+    const Located& output = **output_at;
     if (output.read_only) {
       return WithErrorFacts(
           absl::PermissionDeniedError(absl::StrCat(

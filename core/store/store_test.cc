@@ -485,10 +485,19 @@ TEST_F(StoreTest, RefusesAbsolutePathsOutsideTheStore) {
   EXPECT_THAT(
       store_->Write({.name = outside.Join("x"), .target = uint64_t{10}}),
       StatusIs(absl::StatusCode::kPermissionDenied, "outside"));
-  EXPECT_THAT(store_->Write({.name = "a",
-                             .target = uint64_t{10},
-                             .output_name = outside.Join("y")}),
-              StatusIs(absl::StatusCode::kPermissionDenied, "outside"));
+  // An output is told where it may go: into the store, never a read-only
+  // root (those are for sources).
+  const absl::StatusOr<WriteResult> output = store_->Write(
+      {.name = "a", .target = uint64_t{10}, .output_name = outside.Join("y")});
+  EXPECT_THAT(output,
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       absl::StrCat("output directory ", outside.Join("y"),
+                                    " is outside the artifact store ", Root(),
+                                    "; the output must be inside the store: "
+                                    "choose a directory in ",
+                                    Root())));
+  EXPECT_THAT(output.status().message(), Not(HasSubstr("read-only-root")));
+  EXPECT_EQ(GetErrorFacts(output.status())->reason, ErrorReason::kOutsideStore);
   EXPECT_THAT(store_->Write({.name = lookalike + "/x", .target = uint64_t{10}}),
               StatusIs(absl::StatusCode::kPermissionDenied, "outside"));
   EXPECT_EQ(testing::HashTree(outside.path()), outside_before);
