@@ -35,6 +35,27 @@ TEST(FormatTest, JsonParsesBackWithProtoNamesAndDefaults) {
   EXPECT_THAT(back, EqualsProto(reply));
 }
 
+TEST(FormatTest, JsonHasTheVerifiedCountsOnlyAfterVerify) {
+  v1::DescribeArtifactResponse reply;
+  reply.set_artifact("llama");
+  absl::StatusOr<std::string> json = FormatJson(reply);
+  ASSERT_TRUE(json.ok()) << json.status();
+  rapidjson::Document doc = ParseJsonLine(*json);
+  EXPECT_FALSE(doc.HasMember("verified_segments")) << *json;
+  EXPECT_FALSE(doc.HasMember("verified_bytes")) << *json;
+
+  reply.set_verified_segments(0);  // set, even as 0: every graph external
+  reply.set_verified_bytes(uint64_t{1} << 60);
+  json = FormatJson(reply);
+  ASSERT_TRUE(json.ok()) << json.status();
+  doc = ParseJsonLine(*json);
+  ASSERT_TRUE(doc.HasMember("verified_segments")) << *json;
+  ASSERT_TRUE(doc["verified_segments"].IsUint64()) << *json;
+  EXPECT_EQ(doc["verified_segments"].GetUint64(), 0u);
+  ASSERT_TRUE(doc["verified_bytes"].IsUint64()) << *json;
+  EXPECT_EQ(doc["verified_bytes"].GetUint64(), uint64_t{1} << 60);
+}
+
 TEST(FormatTest, JsonPrints64BitIntegersAsNumbers) {
   v1::DescribeArtifactResponse reply;
   reply.set_artifact("12345");  // a string of digits stays a string

@@ -105,6 +105,32 @@ std::string FormatRoots(
   return text;
 }
 
+// The line that says what --verify checked, and what it could not (graphs
+// of an external codec carry no checksums); "" without --verify.
+std::string FormatVerified(const v1::DescribeArtifactResponse& reply) {
+  if (!reply.has_verified_segments()) return "";
+  const int64_t external = std::count_if(
+      reply.graphs().begin(), reply.graphs().end(), [](const v1::GraphInfo& g) {
+        return !g.codec().empty() && g.codec() != "built-in";
+      });
+  std::string text;
+  if (reply.verified_segments() > 0 || external == 0) {
+    text = absl::StrCat("verified: ", reply.verified_segments(),
+                        " payload segments, ", reply.verified_bytes(),
+                        " bytes, every checksum matched\n");
+  }
+  if (external == 1) {
+    text +=
+        "not verified: 1 graph file of an external codec, which carries "
+        "no checksums\n";
+  } else if (external > 1) {
+    absl::StrAppend(&text, "not verified: ", external,
+                    " graph files of an external codec, which carry no "
+                    "checksums\n");
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string FormatGet(const v1::GetKvcacheNumBlocksResponse& reply) {
@@ -220,7 +246,7 @@ std::string FormatDescribe(const v1::DescribeArtifactResponse& reply) {
                        {"PER BLOCK", true},
                        {"HEADROOM", true}},
                       rows);
-  return text;
+  return text + FormatVerified(reply);
 }
 
 std::string FormatList(const v1::ListArtifactsResponse& reply) {

@@ -34,6 +34,9 @@ struct ResizeOutput {
 };
 ResizeOutput FormatResize(const CliOptions& options,
                           const rbln::artifact::v1::ResizeResponse& reply);
+// The artifact's facts and its memory table; after --verify, last, the line
+// "verified: N payload segments, B bytes, every checksum matched" and one
+// naming the graph files of an external codec, which carry no checksums.
 std::string FormatDescribe(
     const rbln::artifact::v1::DescribeArtifactResponse& reply);
 std::string FormatList(const rbln::artifact::v1::ListArtifactsResponse& reply);

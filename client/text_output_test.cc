@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "client/test_util.h"
 #include "gmock/gmock.h"
@@ -205,6 +206,51 @@ TEST(FormatTest, DescribeTable) {
           "NODE  CHIPLET  AVAILABLE  OTHER    KV  PER BLOCK  HEADROOM\n"
           "   0        0      15.72   4.00  2.00       1.00      9.72\n"
           "   1        0      15.72  15.00  2.00       1.00     -1.28\n"));
+}
+
+TEST(FormatTest, DescribeVerifySaysWhatItVerified) {
+  v1::DescribeArtifactResponse reply =
+      FromText<v1::DescribeArtifactResponse>(R"pb(
+        artifact: "llama"
+        graphs { compiled_model_name: "prefill" codec: "built-in" }
+        graphs { compiled_model_name: "decoder_batch_1" codec: "built-in" }
+      )pb");
+  // Without --verify, nothing is said of checksums.
+  EXPECT_THAT(FormatDescribe(reply), Not(HasSubstr("verified")));
+
+  reply.set_verified_segments(1234);
+  reply.set_verified_bytes(17179869184);
+  std::string text = FormatDescribe(reply);
+  // Plain integers, no separators, and the last line.
+  EXPECT_TRUE(absl::EndsWith(text,
+                             "\nverified: 1234 payload segments, 17179869184 "
+                             "bytes, every checksum matched\n"))
+      << text;
+  EXPECT_THAT(text, Not(HasSubstr("not verified")));
+
+  // Graphs of an external codec carry no checksums: counted apart, and
+  // named as not verified.
+  reply.mutable_graphs(1)->set_codec("external (rbln_codec_rebel.py)");
+  reply.set_verified_segments(2);
+  reply.set_verified_bytes(4096);
+  text = FormatDescribe(reply);
+  EXPECT_THAT(text, HasSubstr("\nverified: 2 payload segments, 4096 bytes, "
+                              "every checksum matched\n"));
+  EXPECT_TRUE(absl::EndsWith(text,
+                             "\nnot verified: 1 graph file of an external "
+                             "codec, which carries no checksums\n"))
+      << text;
+
+  // Every graph external: nothing was verified, and it does not claim so.
+  reply.mutable_graphs(0)->set_codec("external (rbln_codec_rebel.py)");
+  reply.set_verified_segments(0);
+  reply.set_verified_bytes(0);
+  text = FormatDescribe(reply);
+  EXPECT_THAT(text, Not(HasSubstr("every checksum matched")));
+  EXPECT_TRUE(absl::EndsWith(text,
+                             "\nnot verified: 2 graph files of an external "
+                             "codec, which carry no checksums\n"))
+      << text;
 }
 
 TEST(FormatTest, ListTableShowsErrorsOnlyWhenThereAreSome) {

@@ -112,6 +112,12 @@ void FillDescription(
       resp->set_fixed_kv_tensors(resp->fixed_kv_tensors() + 1);
     }
   }
+  if (const std::optional<VerifiedPayload>& verified =
+          artifact->verified_payload();
+      verified.has_value()) {
+    resp->set_verified_segments(verified->segments);
+    resp->set_verified_bytes(verified->bytes);
+  }
   for (const ContainerFile& file : artifact->containers()) {
     v1::GraphInfo* graph = resp->add_graphs();
     graph->set_compiled_model_name(file.graph_name());

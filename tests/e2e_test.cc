@@ -573,6 +573,44 @@ TEST_F(E2eTest, DescribeVerifyFindsACorruptPayload) {
   EXPECT_EQ(intact.code, 0) << intact;
 }
 
+TEST_F(E2eTest, DescribeVerifySaysWhatItVerified) {
+  absl::StatusOr<Artifact> artifact =
+      Artifact::Open(Env::Default(), StorePath("llama"));
+  ASSERT_TRUE(artifact.ok()) << artifact.status();
+  uint64_t segments = 0;
+  uint64_t bytes = 0;
+  for (const ContainerFile& file : artifact->containers()) {
+    const Container container = rbln::testing::ContainerOf(file);
+    for (const auto& segment : container.header.segments()) {
+      ++segments;
+      bytes += segment.length();
+    }
+  }
+  ASSERT_GT(segments, 0u);
+
+  Outcome verify = Cli("--describe --verify --model-id ./llama");
+  EXPECT_EQ(verify.code, 0) << verify;
+  EXPECT_TRUE(absl::EndsWith(
+      verify.out, absl::StrCat("\nverified: ", segments, " payload segments, ",
+                               bytes, " bytes, every checksum matched\n")))
+      << verify;
+  Outcome json = Cli("--describe --verify --json --model-id ./llama");
+  ASSERT_EQ(json.code, 0) << json;
+  rapidjson::Document doc = ParseJson(json);
+  EXPECT_EQ(JsonU64(doc, "verified_segments"), segments);
+  EXPECT_EQ(JsonU64(doc, "verified_bytes"), bytes);
+
+  // Without --verify nothing is claimed.
+  Outcome plain = Cli("--describe --model-id ./llama");
+  EXPECT_EQ(plain.code, 0) << plain;
+  EXPECT_THAT(plain.out, Not(HasSubstr("verified")));
+  json = Cli("--describe --json --model-id ./llama");
+  ASSERT_EQ(json.code, 0) << json;
+  doc = ParseJson(json);
+  EXPECT_FALSE(doc.HasMember("verified_segments")) << json;
+  EXPECT_FALSE(doc.HasMember("verified_bytes")) << json;
+}
+
 TEST_F(E2eTest, NoDaemonExitsThreeNamingTheAddressAndHowToStartIt) {
   const std::string nowhere = "unix:" + root_.Join("nowhere.sock");
   Outcome o =

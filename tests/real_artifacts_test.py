@@ -454,6 +454,24 @@ class FlatArtifactTest(Base):
         self.assertEqual(described["max_fitting_num_blocks"],
                          self.expected_fit("100%", 512))
 
+    def test_describe_verify_counts_no_file_of_the_codec(self):
+        # The codec's files carry no checksums: nothing is counted as
+        # verified, and the text says which files were not.
+        described = self.cli("--describe", "--verify", "--model-id",
+                             self.path)
+        self.assertEqual((described["verified_segments"],
+                          described["verified_bytes"]), (0, 0))
+        done = subprocess.run(
+            [os.path.join(BIN_DIR, "rbln-artifact"), "--server",
+             self.daemon.address, "--describe", "--verify", "--model-id",
+             self.path],
+            capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        self.assertNotIn("every checksum matched", done.stdout)
+        self.assertTrue(done.stdout.endswith(
+            "\nnot verified: 2 graph files of an external codec, which "
+            "carry no checksums\n"), done.stdout)
+
     def test_set_in_place(self):
         reply = self.cli("--set-kvcache-num-blocks", "700", "--model-id",
                          self.path)

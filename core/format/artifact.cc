@@ -192,7 +192,9 @@ absl::Status Artifact::ReadGraphs(Env* env, const ArtifactOptions& options) {
     RBLN_RETURN_IF_ERROR(ReadSubmodule(env, options.freshness));
   }
   RBLN_RETURN_IF_ERROR(InspectGraphs(env, options));
-  if (options.verify_payload) RBLN_RETURN_IF_ERROR(VerifyPayloads(env, *this));
+  if (options.verify_payload) {
+    RBLN_ASSIGN_OR_RETURN(verified_payload_, VerifyPayloads(env, *this));
+  }
   return TakePrefillFacts();
 }
 
@@ -529,15 +531,19 @@ absl::StatusOr<ArtifactSummary> ReadArtifactSummary(Env* env,
   return summary;
 }
 
-absl::Status VerifyPayloads(Env* env, const Artifact& artifact) {
+absl::StatusOr<VerifiedPayload> VerifyPayloads(Env* env,
+                                               const Artifact& artifact) {
+  VerifiedPayload verified;
   for (const ContainerFile& file : artifact.containers()) {
     if (file.codec != BuiltinContainerCodec()) continue;
     RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> in,
                           env->NewRandomAccessFile(file.path));
     RBLN_ASSIGN_OR_RETURN(Container container, ReadContainer(*in));
-    RBLN_RETURN_IF_ERROR(VerifyPayload(*in, container));
+    RBLN_ASSIGN_OR_RETURN(const VerifiedPayload one,
+                          VerifyPayload(*in, container));
+    verified += one;
   }
-  return absl::OkStatus();
+  return verified;
 }
 
 }  // namespace rbln

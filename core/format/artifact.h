@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/format/codec.h"
+#include "core/format/container.h"
 #include "core/format/inspect_cache.h"
 #include "core/format/rbln_config.h"
 #include "core/os/env.h"
@@ -149,6 +150,11 @@ class Artifact {
   uint64_t current_num_blocks() const { return config_.kvcache_num_blocks; }
   // The count the graphs were compiled with; 0 when no codec can tell.
   uint64_t compiled_num_blocks() const;
+  // What ArtifactOptions::verify_payload checked when this was opened
+  // (VerifyPayloads); nullopt when it was not asked for.
+  const std::optional<VerifiedPayload>& verified_payload() const {
+    return verified_payload_;
+  }
 
  private:
   Artifact() = default;
@@ -188,6 +194,7 @@ class Artifact {
   std::vector<std::string> submodule_companions_;
   std::string npu_;
   std::string npu_source_;
+  std::optional<VerifiedPayload> verified_payload_;
 };
 
 // What Get and List report: rbln_config.json alone, plus what the built-in
@@ -216,9 +223,11 @@ absl::StatusOr<ArtifactSummary> ReadArtifactSummary(
     Env* env, const std::string& dir, Freshness* freshness = nullptr);
 
 // Streams the payload of every built-in container of `artifact` through `env`
-// and checks its segment checksums (VerifyPayload). Files of an external
-// codec have no checksums to check and are skipped.
-absl::Status VerifyPayloads(Env* env, const Artifact& artifact);
+// and checks its segment checksums (VerifyPayload); returns the segments and
+// bytes checked, summed. Files of an external codec have no checksums to
+// check: they are skipped, and not counted.
+absl::StatusOr<VerifiedPayload> VerifyPayloads(Env* env,
+                                               const Artifact& artifact);
 
 }  // namespace rbln
 

@@ -225,6 +225,34 @@ TEST_F(ArtifactTest, KvcacheMetasMustNameTheTensors) {
   EXPECT_THAT(s.message(), HasSubstr("kvcache_metas"));
 }
 
+TEST_F(ArtifactTest, VerifyPayloadCountsEverySegmentOfEveryGraph) {
+  absl::StatusOr<Artifact> plain = Artifact::Open(env_, dir_);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->verified_payload().has_value());  // not asked for
+
+  absl::StatusOr<Artifact> a =
+      Artifact::Open(env_, dir_, {.verify_payload = true});
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(a->verified_payload().has_value());
+  uint64_t segments = 0;
+  uint64_t bytes = 0;
+  for (const ContainerFile& file : a->containers()) {
+    const Container container = testing::ContainerOf(file);
+    segments += container.header.segments_size();
+    for (const v1::PayloadSegment& segment : container.header.segments()) {
+      bytes += segment.length();
+    }
+  }
+  ASSERT_GT(a->containers().size(), 1u);
+  EXPECT_GT(segments, a->containers().size() - 1);
+  EXPECT_EQ(a->verified_payload()->segments, segments);
+  EXPECT_EQ(a->verified_payload()->bytes, bytes);
+  absl::StatusOr<VerifiedPayload> again = VerifyPayloads(env_, *a);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->segments, segments);
+  EXPECT_EQ(again->bytes, bytes);
+}
+
 TEST_F(ArtifactTest, VerifyPayloadCatchesAFlippedPayloadByte) {
   const std::string path = JoinPath(dir_, "prefill.rbln");
   std::string bytes = testing::ReadFileOrDie(path);

@@ -487,8 +487,8 @@ absl::StatusOr<Container> ReadContainer(const RandomAccessFile& file) {
   return container;
 }
 
-absl::Status VerifyPayload(const RandomAccessFile& file,
-                           const Container& container) {
+absl::StatusOr<VerifiedPayload> VerifyPayload(const RandomAccessFile& file,
+                                              const Container& container) {
   const std::string& path = file.path();
   const uint64_t payload_offset = container.preamble.payload_offset;
   const auto& segments = container.header.segments();
@@ -517,7 +517,12 @@ absl::Status VerifyPayload(const RandomAccessFile& file,
           ", computed ", HexU64(digests[i]), ")"));
     }
   }
-  return absl::OkStatus();
+  VerifiedPayload verified;
+  verified.segments = static_cast<uint64_t>(segments.size());
+  for (const v1::PayloadSegment& segment : segments) {
+    verified.bytes += segment.length();
+  }
+  return verified;
 }
 
 ContainerLayout LayoutForHeader(uint64_t header_length) {

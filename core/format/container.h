@@ -75,10 +75,23 @@ struct Container {
 //    metadata: FAILED_PRECONDITION "unsupported artifact format ...".
 absl::StatusOr<Container> ReadContainer(const RandomAccessFile& file);
 
-// Streams the payload in bounded chunks and checks every segment's XXH64.
-// A mismatch is DATA_LOSS naming the segment.
-absl::Status VerifyPayload(const RandomAccessFile& file,
-                           const Container& container);
+// What a payload check read and found matching: segments and their bytes.
+struct VerifiedPayload {
+  uint64_t segments = 0;
+  uint64_t bytes = 0;
+
+  VerifiedPayload& operator+=(const VerifiedPayload& other) {
+    segments += other.segments;
+    bytes += other.bytes;
+    return *this;
+  }
+};
+
+// Streams the payload in bounded chunks and checks every segment's XXH64;
+// returns how many segments and bytes were checked (all of them). A mismatch
+// is DATA_LOSS naming the segment.
+absl::StatusOr<VerifiedPayload> VerifyPayload(const RandomAccessFile& file,
+                                              const Container& container);
 
 // Where the header region ends and the payload starts for a header of
 // `header_length` bytes: the capacity leaves slack for growth (at least

@@ -134,7 +134,7 @@ absl::Status VerifyContainerFile(const std::string& path) {
   if (file == nullptr) return absl::InternalError("cannot open " + path);
   absl::StatusOr<Container> container = ReadContainer(*file);
   if (!container.ok()) return container.status();
-  return VerifyPayload(*file, *container);
+  return VerifyPayload(*file, *container).status();
 }
 
 absl::Status RewriteWithHeader(const std::string& src_path,
@@ -692,6 +692,18 @@ TEST_F(ContainerTest, RefusesSegmentOutsidePayload) {
                 path, "payload segment 'weights'");
 }
 
+TEST_F(ContainerTest, VerifyPayloadCountsTheSegmentsAndBytesItChecked) {
+  std::unique_ptr<RandomAccessFile> file = OpenOrDie(good_path_);
+  ASSERT_NE(file, nullptr);
+  absl::StatusOr<Container> container = ReadContainer(*file);
+  ASSERT_TRUE(container.ok()) << container.status();
+  absl::StatusOr<VerifiedPayload> verified = VerifyPayload(*file, *container);
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  // The segments' own bytes, not the alignment padding between them.
+  EXPECT_EQ(verified->segments, 2u);
+  EXPECT_EQ(verified->bytes, kProgramLength + kWeightsLength);
+}
+
 TEST_F(ContainerTest, PayloadCorruptionIsFoundOnlyByVerifyPayload) {
   const uint64_t at = good_.preamble.payload_offset + kWeightsOffset + 17;
   const std::string path =
@@ -700,8 +712,9 @@ TEST_F(ContainerTest, PayloadCorruptionIsFoundOnlyByVerifyPayload) {
   ASSERT_NE(file, nullptr);
   absl::StatusOr<Container> container = ReadContainer(*file);
   ASSERT_TRUE(container.ok()) << container.status();
-  ExpectRefusal(VerifyPayload(*file, *container), absl::StatusCode::kDataLoss,
-                path, "payload segment 'weights' checksum mismatch");
+  ExpectRefusal(VerifyPayload(*file, *container).status(),
+                absl::StatusCode::kDataLoss, path,
+                "payload segment 'weights' checksum mismatch");
 }
 
 }  // namespace

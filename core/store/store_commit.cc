@@ -323,7 +323,7 @@ absl::Status ArtifactStore::VerifyBeforeCopy(
         "check them first)"));
     return absl::OkStatus();
   }
-  absl::Status status = VerifyPayloads(env, artifact);
+  absl::Status status = VerifyPayloads(env, artifact).status();
   if (absl::IsDataLoss(status)) {
     return absl::DataLossError(absl::StrCat(
         status.message(),
