@@ -93,9 +93,38 @@ std::string CodecFacts(const ExternalCodec* external_codec) {
       hello.api, hello.can_rescale ? "" : ", cannot rescale (older compiler)");
 }
 
+// --listen's relative Unix socket paths made absolute against the working
+// directory, before anything binds or reports them.
+std::optional<DaemonError> MakeListenPathsAbsolute(DaemonConfig* config) {
+  const bool relative =
+      std::any_of(config->addresses.begin(), config->addresses.end(),
+                  [](const ServerAddress& address) {
+                    return address.kind == ServerAddress::Kind::kUnix &&
+                           !absl::StartsWith(address.path, "/");
+                  });
+  if (!relative) return std::nullopt;
+  std::error_code ec;
+  const std::filesystem::path cwd = std::filesystem::current_path(ec);
+  if (ec) {
+    return DaemonError{
+        kExitConfig,
+        absl::StrCat("--listen: cannot make a relative socket path absolute: "
+                     "the working directory is unknown (",
+                     ec.message(), "); give an absolute path")};
+  }
+  const absl::Status made =
+      MakeUnixPathsAbsolute(cwd.string(), &config->listen, &config->addresses);
+  if (!made.ok()) return config->sources.BadValue("--listen", made.message());
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::unique_ptr<Daemon> Daemon::Start(DaemonConfig config, DaemonError* error) {
+  if (std::optional<DaemonError> failed = MakeListenPathsAbsolute(&config)) {
+    *error = *std::move(failed);
+    return nullptr;
+  }
   auto daemon = std::unique_ptr<Daemon>(new Daemon(std::move(config)));
   std::optional<DaemonError> failed = daemon->Prepare();
   if (!failed.has_value()) failed = daemon->Serve();

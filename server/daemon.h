@@ -45,8 +45,9 @@ class Daemon {
   static constexpr int kForcedExitSeconds = 5;
 
   // Serves `config`, its start-up lines logged, once every listener
-  // accepts. nullptr, with `error` set, when it cannot start; nothing is
-  // left listening then.
+  // accepts; a relative Unix socket path is bound, reported and removed as
+  // made absolute against the working directory at start. nullptr, with
+  // `error` set, when it cannot start; nothing is left listening then.
   static std::unique_ptr<Daemon> Start(DaemonConfig config, DaemonError* error);
   // Stops with no grace period unless Stop ran.
   ~Daemon();

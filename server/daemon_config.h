@@ -49,7 +49,8 @@ struct DaemonConfig {
   absl::Duration old_version_grace = kDefaultOldVersionGrace;
 
   // --listen, as gRPC targets ("unix:PATH", "HOST:PORT"), and parsed: the
-  // same index in both.
+  // same index in both. A relative socket path is made absolute against the
+  // working directory by Daemon::Start.
   std::vector<std::string> listen;
   std::vector<ServerAddress> addresses;
   // --listen was not given: Start makes the directory of the system socket

@@ -11,8 +11,11 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 
 namespace rbln {
 
@@ -133,6 +136,36 @@ std::vector<std::string> InsecureRemoteListeners(
     }
   }
   return insecure_remote;
+}
+
+absl::Status MakeUnixPathsAbsolute(absl::string_view cwd,
+                                   std::vector<std::string>* listen,
+                                   std::vector<ServerAddress>* addresses) {
+  for (size_t i = 0; i < addresses->size(); ++i) {
+    ServerAddress& address = (*addresses)[i];
+    if (address.kind != ServerAddress::Kind::kUnix ||
+        absl::StartsWith(address.path, "/")) {
+      continue;
+    }
+    std::vector<absl::string_view> parts =
+        absl::StrSplit(cwd, '/', absl::SkipEmpty());
+    for (absl::string_view part :
+         absl::StrSplit(address.path, '/', absl::SkipEmpty())) {
+      if (part != ".") parts.push_back(part);
+    }
+    const std::string target =
+        absl::StrCat("unix:/", absl::StrJoin(parts, "/"));
+    // Parsed again for the bound on a socket address's length.
+    absl::StatusOr<ServerAddress> absolute = ParseServerAddress(target);
+    if (!absolute.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat((*listen)[i], " in the working directory ", cwd, " is ",
+                       target, ": ", absolute.status().message()));
+    }
+    address = *std::move(absolute);
+    (*listen)[i] = GrpcTarget(address);
+  }
+  return absl::OkStatus();
 }
 
 void RemoveUnixSockets(const std::vector<std::string>& listen) {

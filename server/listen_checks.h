@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/server_address.h"
 #include "server/daemon_error.h"
 
@@ -54,6 +56,16 @@ bool IsLoopbackHost(const std::string& host);
 std::vector<std::string> InsecureRemoteListeners(
     const std::vector<std::string>& listen,
     const std::vector<ServerAddress>& addresses, bool tls);
+
+// Makes every relative Unix socket path of `addresses` absolute against
+// `cwd` (an absolute directory; "." components dropped, ".." kept as
+// written), and the gRPC target of the same index in `listen` with it
+// ("unix:PATH"), so that the socket bound, removed and reported is one path
+// wherever it is looked at from. INVALID_ARGUMENT, in ParseServerAddress's
+// words, when a path grows longer than a socket address holds.
+absl::Status MakeUnixPathsAbsolute(absl::string_view cwd,
+                                   std::vector<std::string>* listen,
+                                   std::vector<ServerAddress>* addresses);
 
 // Removes the Unix socket files of the gRPC targets `listen` ("unix:PATH").
 void RemoveUnixSockets(const std::vector<std::string>& listen);

@@ -122,6 +122,40 @@ TEST(ListenChecksTest, ATcpPortInUseIsUnavailable) {
                                      " is in use (--health-listen")));
 }
 
+TEST(ListenChecksTest, RelativeUnixSocketPathsAreMadeAbsolute) {
+  std::vector<std::string> listen = {"unix:rel.sock", "unix:./x/./y.sock",
+                                     "unix:/abs.sock", "127.0.0.1:50051",
+                                     "unix:../up.sock"};
+  std::vector<ServerAddress> addresses = {
+      Unix("rel.sock"), Unix("./x/./y.sock"), Unix("/abs.sock"),
+      Tcp("127.0.0.1", 50051), Unix("../up.sock")};
+  ASSERT_TRUE(MakeUnixPathsAbsolute("/run/work/", &listen, &addresses).ok());
+  EXPECT_EQ(listen,
+            (std::vector<std::string>{
+                "unix:/run/work/rel.sock", "unix:/run/work/x/y.sock",
+                "unix:/abs.sock", "127.0.0.1:50051",
+                // ".." is left for the kernel: the directory may be a link.
+                "unix:/run/work/../up.sock"}));
+  EXPECT_EQ(addresses[0].path, "/run/work/rel.sock");
+  EXPECT_EQ(addresses[1].path, "/run/work/x/y.sock");
+  EXPECT_EQ(addresses[2].path, "/abs.sock");
+  EXPECT_EQ(addresses[3].kind, ServerAddress::Kind::kTcp);
+  EXPECT_EQ(addresses[4].path, "/run/work/../up.sock");
+
+  // A path that fits only as given is refused, saying why.
+  const std::string deep = "/" + std::string(100, 'd');
+  listen = {"unix:d.sock"};
+  addresses = {Unix("d.sock")};
+  const absl::Status too_long =
+      MakeUnixPathsAbsolute(deep, &listen, &addresses);
+  EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_long.message(),
+              HasSubstr(absl::StrCat("unix:d.sock in the working directory ",
+                                     deep, " is unix:", deep, "/d.sock")));
+  EXPECT_THAT(too_long.message(), HasSubstr("at most 107 bytes"));
+  EXPECT_EQ(listen[0], "unix:d.sock");  // unchanged
+}
+
 TEST(ListenChecksTest, UnixSocketFilesAreRemovedAndGivenAGroup) {
   rbln::testing::TempDir tmp;
   const std::string path = tmp.Join("d.sock");

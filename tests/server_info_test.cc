@@ -151,5 +151,30 @@ TEST_F(ServerInfoTest, DaemonReportsVersionStoreRootsListenersAndCodec) {
                             "role=reader outcome=OK"));
 }
 
+TEST_F(ServerInfoTest, RelativeListenersAreReportedAbsolute) {
+  // The daemon runs in root_: its socket paths are made absolute against
+  // it (as getcwd(3) reports it) before anything binds or reports them.
+  const std::string dir = std::filesystem::canonical(root_.path()).string();
+  const std::string first = absl::StrCat("unix:", dir, "/rel.sock");
+  const std::string second = absl::StrCat("unix:", dir, "/sub/x.sock");
+  std::filesystem::create_directory(root_.Join("sub"));
+  ASSERT_NO_FATAL_FAILURE(StartWithFlags(
+      first,
+      {"--store", store_, "--listen", "unix:rel.sock", "--listen",
+       "unix:./sub/./x.sock", "--rbln-smi", "none", "--log-level", "info"}));
+  Outcome o = CliAt(second, "--server-info --json", root_.path());
+  ASSERT_EQ(o.code, 0) << o << daemon_.Logs();
+  EXPECT_THAT(Strings(ParseJson(o)["listeners"]), ElementsAre(first, second));
+  o = CliAt(first, "--server-info", "/");
+  ASSERT_EQ(o.code, 0) << o;
+  EXPECT_THAT(
+      o.out, HasSubstr(absl::StrCat("listeners: ", first, ", ", second, "\n")));
+  // The start-up line names them so too; the sockets go at the stop.
+  Stop();
+  EXPECT_THAT(daemon_.Logs(), HasSubstr(absl::StrCat(first, ", ", second)));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/rel.sock"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/sub/x.sock"));
+}
+
 }  // namespace
 }  // namespace rbln::e2e
