@@ -62,7 +62,8 @@ void RegisterWriteMetrics(metrics::Registry& registry, CoreMetrics* m) {
   m->recoveries =
       &registry
            .AddCounter("rbln_artifactd_recoveries_total",
-                       "Staging directories of interrupted commits removed at "
+                       "Staging directories of interrupted commits, and old "
+                       "versions left waiting out their grace, removed at "
                        "start.")
            .WithLabels({});
   metrics::HistogramFamily& lock_waits = registry.AddHistogram(

@@ -28,7 +28,8 @@ void CountCommit(CommitKind kind);
 void CountCopiedBytes(uint64_t bytes);
 void CountClonedBytes(uint64_t bytes);
 
-// A staging directory of an interrupted commit, removed at start.
+// A staging directory of an interrupted commit, or an old version left
+// waiting out its grace, removed at start.
 void CountRecovery();
 
 // A write waited for a lock: one that another write of the same artifact in

@@ -209,7 +209,7 @@ void AddWriteFlags(CLI::App& app, RawFlags& raw) {
   app.add_option("--old-version-grace-seconds", raw.old_version_grace_s,
                  "After an in-place write (or one that replaces an output "
                  "directory) has replied, how long the old version stays "
-                 "beside the artifact under its staging name before it is "
+                 "beside the artifact as .NAME.retired-HEX before it is "
                  "removed in the background, so that a serving process that "
                  "opened the artifact directory before the swap and reads "
                  "its files with openat() finishes on it "

@@ -149,7 +149,8 @@ inline uint64_t CheckResizedArtifact(const std::string& dir,
 }
 
 // Every entry below `root` (hidden ones and the state directory included)
-// whose name is a staging name.
+// whose name is a staging or a retired name (core/store/staging_name.h):
+// what commits leave beside an artifact.
 // A tree may go while it is walked (the daemon removes old versions in the
 // background, --old-version-grace-seconds): the walk then starts over.
 inline std::vector<std::string> FindStagingDebris(const std::string& root) {
@@ -159,7 +160,9 @@ inline std::vector<std::string> FindStagingDebris(const std::string& root) {
     std::error_code error;
     std::filesystem::recursive_directory_iterator it(root, error), end;
     for (; !error && it != end; it.increment(error)) {
-      if (StagedArtifactName(it->path().filename().string()).has_value()) {
+      const std::string name = it->path().filename().string();
+      if (StagedArtifactName(name).has_value() ||
+          RetiredArtifactName(name).has_value()) {
         debris.push_back(it->path().string());
       }
     }

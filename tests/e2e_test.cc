@@ -342,7 +342,7 @@ TEST_F(E2eTest, ReplaceOverwritesAnExistingOutputDir) {
 
 // --- The old version after an in-place Set (--old-version-grace-seconds) ---
 
-// The staging-named entries of the store, by file name.
+// The staging- and retired-named entries of the store, by file name.
 std::vector<std::string> OldVersionsIn(const std::string& store) {
   std::vector<std::string> names;
   for (const std::string& path : rbln::testing::FindStagingDebris(store)) {
@@ -366,10 +366,10 @@ TEST_F(E2eTest, TheOldVersionStaysForTheDefaultGraceAndGoesAtShutdown) {
                                  " --model-id ./tiny"));
   ASSERT_EQ(set.code, 0) << set;
   // The default grace (30 s) outlasts this check: the old version is there,
-  // under its staging name, and the held directory still reads it.
+  // under a retired name, and the held directory still reads it.
   const std::vector<std::string> old_versions = OldVersionsIn(store_);
   ASSERT_EQ(old_versions.size(), 1u);
-  EXPECT_EQ(StagedArtifactName(old_versions[0]), "tiny");
+  EXPECT_EQ(RetiredArtifactName(old_versions[0]), "tiny");
   // Read whole (payload checksums too) through the descriptor.
   EXPECT_EQ(CountOnDisk(absl::StrCat("/proc/self/fd/", dir, "/.")), before);
   EXPECT_EQ(Get("./tiny"), before - 1);

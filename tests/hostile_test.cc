@@ -691,7 +691,8 @@ TEST_F(HostileTest, SwappingDirectoriesForDirectoriesNeverLosesATree) {
   ASSERT_NO_FATAL_FAILURE(Start());
   for (const auto& entry :
        std::filesystem::recursive_directory_iterator(store_)) {
-    EXPECT_FALSE(StagedArtifactName(entry.path().filename().string()))
+    const std::string name = entry.path().filename().string();
+    EXPECT_FALSE(StagedArtifactName(name) || RetiredArtifactName(name))
         << "debris after recovery: " << entry.path();
   }
   ExpectServing();

@@ -451,7 +451,7 @@ class LongWriteTest(unittest.TestCase):
         found = []
         for parent, dirs, files in os.walk(self.store):
             found += [os.path.join(parent, e) for e in dirs + files
-                      if ".staging-" in e]
+                      if ".staging-" in e or ".retired-" in e]
         return found
 
     def test_sigterm_lets_a_running_write_finish(self):

@@ -111,11 +111,12 @@ def tree_state(root):
 
 
 def debris(root):
-    """Staging and codec scratch directories left under root."""
+    """Staging, retired and codec scratch directories left under root."""
     return sorted(
         os.path.join(parent, name)
         for parent, dirs, files in os.walk(root) for name in dirs + files
-        if ".staging" in name or name.startswith(".codec-"))
+        if ".staging" in name or ".retired-" in name
+        or name.startswith(".codec-"))
 
 
 # The fit of optimum-rbln, computed from the fake files' numbers. -----------

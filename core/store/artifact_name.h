@@ -29,8 +29,9 @@ namespace rbln {
 
 // PATH_MAX less its terminating NUL: no longer name can be opened anyway.
 inline constexpr size_t kMaxArtifactNameBytes = 4095;
-// NAME_MAX (255) less the staging decoration ".<name>.staging-<16 hex>"
-// (1 + 9 + 16 bytes), with room to spare.
+// NAME_MAX (255) less the decoration of a staging or retired name
+// (".<name>.staging-<16 hex>", ".<name>.retired-<16 hex>": 1 + 9 + 16
+// bytes, core/store/staging_name.h), with room to spare.
 inline constexpr size_t kMaxNameComponentBytes = 200;
 
 // The canonical store-relative name ("team/llama") for `name`. `root` is the

@@ -133,11 +133,15 @@ std::map<std::string, uint64_t> TreeDigest(const std::string& dir) {
   return digest;
 }
 
-// Paths relative to `dir` of every staging directory anywhere below it.
+// Paths relative to `dir` of every staging directory and old version under
+// a retired name anywhere below it.
 std::vector<std::string> StagingDebris(const std::string& dir) {
   std::vector<std::string> debris;
   WalkTree(dir, [&](const std::string& rel, const DirEntry& entry) {
-    if (StagedArtifactName(entry.name).has_value()) debris.push_back(rel);
+    if (StagedArtifactName(entry.name).has_value() ||
+        RetiredArtifactName(entry.name).has_value()) {
+      debris.push_back(rel);
+    }
   });
   return debris;
 }

@@ -2,6 +2,8 @@
 
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "core/core_metrics.h"
@@ -14,6 +16,27 @@
 #include "spdlog/spdlog.h"
 
 namespace rbln {
+namespace {
+
+// What a commit may leave beside an artifact directory: the staging
+// directory of an interrupted commit, or an old version that was waiting out
+// its grace (core/store/staging_name.h).
+struct Debris {
+  std::string owner;  // the artifact's last component
+  bool retired = false;
+};
+
+std::optional<Debris> DebrisNamed(absl::string_view entry) {
+  if (std::optional<std::string> owner = StagedArtifactName(entry)) {
+    return Debris{*std::move(owner), false};
+  }
+  if (std::optional<std::string> owner = RetiredArtifactName(entry)) {
+    return Debris{*std::move(owner), true};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 void RemoveStaleLockFiles(Env* env, const std::string& dir) {
   absl::StatusOr<std::vector<DirEntry>> entries = env->ListDir(dir);
@@ -44,21 +67,28 @@ absl::StatusOr<std::vector<std::string>> RemoveDebris(Env* env,
       const std::string rel =
           rel_dir.empty() ? entry.name : JoinPath(rel_dir, entry.name);
       const std::string path = JoinPath(store.dir, rel);
-      std::optional<std::string> owner = StagedArtifactName(entry.name);
-      if (owner.has_value()) {
+      if (const std::optional<Debris> debris = DebrisNamed(entry.name)) {
         const std::string artifact =
-            rel_dir.empty() ? *owner : JoinPath(rel_dir, *owner);
-        // A staging directory whose artifact is locked belongs to a live
-        // writer in another process: not debris.
+            rel_dir.empty() ? debris->owner : JoinPath(rel_dir, debris->owner);
+        // Debris of an artifact that is locked belongs to a live writer in
+        // another process: not debris.
         absl::StatusOr<std::unique_ptr<ArtifactLock>> busy =
             ArtifactLock::Acquire(env, store.dir, artifact, /*wait=*/false,
                                   nullptr, nullptr);
         if (!busy.ok()) continue;
-        spdlog::warn(
-            "recovery: removing staging directory {} left by an "
-            "interrupted commit of {}, or an old version of it that a "
-            "crash or kill left waiting out its grace period",
-            LogValue(path), LogValue(artifact));
+        if (debris->retired) {
+          spdlog::warn(
+              "recovery: removing old version {} of {} that a crash or kill "
+              "left waiting out its grace period",
+              LogValue(path), LogValue(artifact));
+        } else {
+          // An old version too, when a crash came between the exchange and
+          // its move to a retired name.
+          spdlog::warn(
+              "recovery: removing staging directory {} left by an "
+              "interrupted commit of {}",
+              LogValue(path), LogValue(artifact));
+        }
         RemoveStagingTree(env, path);
         recovered.push_back(rel);
         CountRecovery();

@@ -1,7 +1,7 @@
 // Recovery when a store is opened (docs/commit-protocol.md, "Recovery"):
 // removes what a crash or a kill left behind, the staging directories of
-// interrupted commits and of old versions that were waiting out their grace,
-// and the lock files of killed writers.
+// interrupted commits, the old versions that were waiting out their grace
+// (under their retired names), and the lock files of killed writers.
 //
 // ArtifactStore::Open calls these with the store's LOCK held, so that no
 // other daemon writes meanwhile; a maintenance tool's write is told by its
@@ -22,7 +22,7 @@ namespace rbln {
 // was killed), as their holder would have.
 void RemoveStaleLockFiles(Env* env, const std::string& dir);
 
-// Removes every directory named exactly as a staging directory
+// Removes every directory named exactly as a staging or a retired directory
 // (core/store/staging_name.h) under the store `store` (at most
 // kMaxStoreDepth deep, never inside an artifact or a hidden directory),
 // unless its artifact's lock is held (a live writer in another process).

@@ -3,7 +3,8 @@
 // (docs/commit-protocol.md, step 6).
 //
 // After an in-place commit (or a replacing one into an output directory) the
-// staging path holds the old version. A serving process that opened the
+// old version is beside the artifact under a retired name
+// (core/store/staging_name.h). A serving process that opened the
 // artifact directory before the swap and reads its files with openat()
 // relative to that descriptor is still reading that tree: removing it at
 // once would pull files from under it. So the commit hands the path here and
@@ -27,7 +28,8 @@
 // * Destruction (the daemon stopping) removes every pending tree at once,
 //   without waiting out its grace, and logs that it does.
 // * A tree that cannot be removed (after a second try) is logged and left:
-//   its name is a staging name, so the store's recovery removes it when the
+//   its name is a retired name (a staging name where the move to one
+//   failed), so the store's recovery removes it when the
 //   store is next opened. So is a tree pending when the process dies.
 //
 // Trees are named by path: a tree moved elsewhere meanwhile (its parent

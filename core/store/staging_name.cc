@@ -13,13 +13,13 @@ namespace rbln {
 namespace {
 
 constexpr absl::string_view kStagingInfix = ".staging-";
-constexpr size_t kStagingRandomDigits = 16;
+constexpr absl::string_view kRetiredInfix = ".retired-";
+constexpr size_t kRandomDigits = 16;
 
-}  // namespace
-
-std::string StagingNameFor(absl::string_view name) {
+// `.<name><infix><16 random lowercase hex digits>`.
+std::string DecoratedName(absl::string_view name, absl::string_view infix) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string suffix(kStagingRandomDigits, '0');
+  std::string suffix(kRandomDigits, '0');
   // From the kernel each time: a name someone could predict could be
   // created first, in their place.
   uint64_t bits = 0;
@@ -31,24 +31,41 @@ std::string StagingNameFor(absl::string_view name) {
     c = kHex[bits & 0xf];
     bits >>= 4;
   }
-  return absl::StrCat(".", name, kStagingInfix, suffix);
+  return absl::StrCat(".", name, infix, suffix);
 }
 
-std::optional<std::string> StagedArtifactName(absl::string_view entry) {
+// The <name> of an entry that is exactly DecoratedName(<name>, infix).
+std::optional<std::string> UndecoratedName(absl::string_view entry,
+                                           absl::string_view infix) {
   if (!absl::ConsumePrefix(&entry, ".")) return std::nullopt;
-  if (entry.size() <= kStagingInfix.size() + kStagingRandomDigits) {
-    return std::nullopt;
-  }
-  const absl::string_view digits =
-      entry.substr(entry.size() - kStagingRandomDigits);
+  if (entry.size() <= infix.size() + kRandomDigits) return std::nullopt;
+  const absl::string_view digits = entry.substr(entry.size() - kRandomDigits);
   for (char c : digits) {
     if (!absl::ascii_isdigit(c) && !(c >= 'a' && c <= 'f')) return std::nullopt;
   }
-  entry.remove_suffix(kStagingRandomDigits);
-  if (!absl::ConsumeSuffix(&entry, kStagingInfix) || entry.empty()) {
+  entry.remove_suffix(kRandomDigits);
+  if (!absl::ConsumeSuffix(&entry, infix) || entry.empty()) {
     return std::nullopt;
   }
   return std::string(entry);
+}
+
+}  // namespace
+
+std::string StagingNameFor(absl::string_view name) {
+  return DecoratedName(name, kStagingInfix);
+}
+
+std::optional<std::string> StagedArtifactName(absl::string_view entry) {
+  return UndecoratedName(entry, kStagingInfix);
+}
+
+std::string RetiredNameFor(absl::string_view name) {
+  return DecoratedName(name, kRetiredInfix);
+}
+
+std::optional<std::string> RetiredArtifactName(absl::string_view entry) {
+  return UndecoratedName(entry, kRetiredInfix);
 }
 
 }  // namespace rbln

@@ -1,7 +1,10 @@
-// Staging names: `.<name>.staging-<16 lowercase hex digits>`, the sibling
-// where a commit builds an artifact's new version and where the old one
-// waits out its grace (docs/commit-protocol.md). Recovery removes what bears
-// such a name exactly, and nothing else.
+// The names a commit gives the siblings of an artifact directory
+// (docs/commit-protocol.md): `.<name>.staging-<16 lowercase hex digits>`,
+// where it builds the artifact's new version, and
+// `.<name>.retired-<16 lowercase hex digits>`, where the old version it
+// swapped out waits out its grace. Recovery removes what bears one of these
+// names exactly, and nothing else; no request may name one (they are
+// hidden, core/store/artifact_name.h).
 //
 // Thread-safe (pure functions, but for the kernel's random bits).
 #ifndef RBLN_CORE_STORE_STAGING_NAME_H_
@@ -21,6 +24,14 @@ std::string StagingNameFor(absl::string_view name);
 // The artifact name a staging entry belongs to, or nullopt when `entry` is
 // not exactly a staging name.
 std::optional<std::string> StagedArtifactName(absl::string_view entry);
+
+// A new retired name for an old version of the artifact directory named
+// `name`, with random digits as StagingNameFor's.
+std::string RetiredNameFor(absl::string_view name);
+
+// The artifact name a retired entry belongs to, or nullopt when `entry` is
+// not exactly a retired name.
+std::optional<std::string> RetiredArtifactName(absl::string_view entry);
 
 }  // namespace rbln
 

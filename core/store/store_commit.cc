@@ -75,6 +75,25 @@ void NoteUndurable(const absl::Status& status,
                    "version"));
 }
 
+// Step 5: the old version, at the staging path since the exchange, moves
+// to a retired name of its own beside it, so that an operator listing the
+// directory can tell it from an interrupted commit. Where that fails it
+// waits out its grace under the staging name (recovery removes either).
+// Returns where it is.
+std::string MoveToRetiredName(Env* env, const std::string& staging,
+                              absl::string_view name) {
+  const std::string retired =
+      JoinPath(Dirname(staging), RetiredNameFor(Basename(name)));
+  const absl::Status moved = env->RenameNoReplace(staging, retired);
+  if (moved.ok()) return retired;
+  spdlog::warn(
+      "could not move the old version of {} to {}: {}; it waits out its "
+      "grace period at {}",
+      LogValue(name), LogValue(retired), LogValue(moved.message()),
+      LogValue(staging));
+  return staging;
+}
+
 }  // namespace
 
 // "In-place resize" and "Into an output directory", step 1: the names
@@ -442,8 +461,8 @@ absl::Status ArtifactStore::Exchange(const std::string& name,
   return status;
 }
 
-// "In-place resize", steps 2 to 6: stage, exchange, fsync the parent, and
-// retire the old version for its grace period.
+// "In-place resize", steps 2 to 6: stage, exchange, rename the old version
+// and fsync the parent, and retire the old version for its grace period.
 absl::Status ArtifactStore::CommitInPlace(
     const Artifact& artifact, const ResizePlan& plan, const std::string& name,
     const WriteResizedOptions& write_options,
@@ -465,9 +484,11 @@ absl::Status ArtifactStore::CommitInPlace(
     return status;
   }
   // From here the artifact path holds the new version; `staging` the old,
-  // which readers that opened the artifact before the swap may be reading.
+  // which readers that opened the artifact before the swap may be reading
+  // (through its descriptor, whatever its name).
+  const std::string old_version = MoveToRetiredName(env_, staging, path);
   NoteUndurable(env_->SyncDir(parent), warnings);
-  retired_.Retire(staging);
+  retired_.Retire(old_version);
   return absl::OkStatus();
 }
 
@@ -552,8 +573,10 @@ absl::Status ArtifactStore::CommitToOutput(
     }
     return status;
   }
+  const std::string replaced =
+      exists ? MoveToRetiredName(env_, staging, dest) : "";
   NoteUndurable(env_->SyncDir(parent), warnings);
-  if (exists) retired_.Retire(staging);  // the replaced tree
+  if (exists) retired_.Retire(replaced);
   return absl::OkStatus();
 }
 

@@ -320,12 +320,12 @@ TEST_F(StoreConcurrencyTest, RandomReadersAndWritersFormOneChainPerArtifact) {
       }
     }
   }
-  // No staging left behind anywhere.
+  // No staging or old version left behind anywhere.
   for (const auto& entry :
        std::filesystem::recursive_directory_iterator(tmp_.path())) {
-    EXPECT_FALSE(
-        StagedArtifactName(entry.path().filename().string()).has_value())
-        << entry.path();
+    const std::string name = entry.path().filename().string();
+    EXPECT_FALSE(StagedArtifactName(name).has_value()) << entry.path();
+    EXPECT_FALSE(RetiredArtifactName(name).has_value()) << entry.path();
   }
 }
 

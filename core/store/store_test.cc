@@ -116,13 +116,35 @@ uint64_t InodeOf(const std::string& path) {
   return st.ok() ? st->inode : 0;
 }
 
-// Every staging-named entry anywhere below `dir` (not following symlinks).
-std::vector<std::string> StagingEntriesBelow(const std::string& dir) {
+// Every entry anywhere below `dir` (not following symlinks) whose name
+// `is_named` accepts.
+std::vector<std::string> EntriesBelow(
+    const std::string& dir,
+    std::optional<std::string> (*is_named)(absl::string_view)) {
   std::vector<std::string> found;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
-    if (StagedArtifactName(entry.path().filename().string()).has_value()) {
+    if (is_named(entry.path().filename().string()).has_value()) {
       found.push_back(entry.path().string());
     }
+  }
+  return found;
+}
+
+// Every staging-named entry below `dir`.
+std::vector<std::string> StagingEntriesBelow(const std::string& dir) {
+  return EntriesBelow(dir, StagedArtifactName);
+}
+
+// Every retired-named entry below `dir`: old versions in their grace.
+std::vector<std::string> RetiredEntriesBelow(const std::string& dir) {
+  return EntriesBelow(dir, RetiredArtifactName);
+}
+
+// What commits left below `dir`: staging or retired entries.
+std::vector<std::string> DebrisBelow(const std::string& dir) {
+  std::vector<std::string> found = StagingEntriesBelow(dir);
+  for (std::string& retired : RetiredEntriesBelow(dir)) {
+    found.push_back(std::move(retired));
   }
   return found;
 }
@@ -206,6 +228,7 @@ TEST_F(StoreTest, SetInPlaceCommitsAndLeavesNoStaging) {
   ASSERT_TRUE(entries.ok());
   for (const DirEntry& e : *entries) {
     EXPECT_FALSE(StagedArtifactName(e.name).has_value()) << e.name;
+    EXPECT_FALSE(RetiredArtifactName(e.name).has_value()) << e.name;
   }
 }
 
@@ -328,14 +351,19 @@ TEST_F(StoreTest, OutputDirectoryLeavesTheSourceByteIdentical) {
 TEST_F(StoreTest, RecoveryRemovesOnlyStagingDebris) {
   store_.reset();
   const std::string debris = tmp_.Join(StagingNameFor("a"));
+  const std::string retired = tmp_.Join(RetiredNameFor("a"));
   ASSERT_TRUE(env_->CreateDir(debris).ok());
+  ASSERT_TRUE(env_->CreateDir(retired).ok());
   ASSERT_TRUE(env_->CreateDir(tmp_.Join(".a.staging-notdebris")).ok());
+  ASSERT_TRUE(env_->CreateDir(tmp_.Join(".a.retired-notdebris")).ok());
   absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
       ArtifactStore::Open(tmp_.path());
   ASSERT_TRUE(store.ok()) << store.status();
-  EXPECT_EQ((*store)->recovered().size(), 1u);
+  EXPECT_EQ((*store)->recovered().size(), 2u);
   EXPECT_FALSE(env_->Stat(debris).ok());
+  EXPECT_FALSE(env_->Stat(retired).ok());
   EXPECT_TRUE(env_->Stat(tmp_.Join(".a.staging-notdebris")).ok());
+  EXPECT_TRUE(env_->Stat(tmp_.Join(".a.retired-notdebris")).ok());
 }
 
 TEST_F(StoreTest, SecondOpenFailsFastNamingThePid) {
@@ -585,6 +613,7 @@ TEST_F(StoreTest, RefusesHiddenComponents) {
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join(".hidden")));
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join("team/.secret")));
   const std::string staging = StagingNameFor("a");
+  const std::string retired = RetiredNameFor("a");
   const std::map<std::string, std::string> cases = {
       {kStateDirName, kStateDirName},
       {absl::StrCat(kStateDirName, "/locks"), kStateDirName},
@@ -593,6 +622,8 @@ TEST_F(StoreTest, RefusesHiddenComponents) {
       {"team/.secret", ".secret"},
       {staging, staging},
       {absl::StrCat("team/", staging), staging},
+      {retired, retired},
+      {absl::StrCat("team/", retired), retired},
       {"a/.git", ".git"},
   };
   for (const auto& [name, component] : cases) {
@@ -611,13 +642,15 @@ TEST_F(StoreTest, RefusesHiddenComponents) {
                              .target = uint64_t{10},
                              .output_name = absl::StrCat(kStateDirName, "/x")}),
               StatusIs(absl::StatusCode::kPermissionDenied, kStateDirName));
-  EXPECT_THAT(
-      store_->Write(
-          {.name = "a", .target = uint64_t{10}, .output_name = staging}),
-      StatusIs(absl::StatusCode::kPermissionDenied, staging));
+  for (const std::string& output : {staging, retired}) {
+    EXPECT_THAT(
+        store_->Write(
+            {.name = "a", .target = uint64_t{10}, .output_name = output}),
+        StatusIs(absl::StatusCode::kPermissionDenied, output));
+    EXPECT_FALSE(Exists(tmp_.Join(output)));
+  }
   EXPECT_EQ(testing::HashTree(tmp_.Join(".hidden")), hidden_before);
   EXPECT_EQ(testing::HashTree(Abs(kStateDirName)), state_before);
-  EXPECT_FALSE(Exists(tmp_.Join(staging)));
   EXPECT_EQ(CurrentBlocks("a"), kInitialBlocks);
 }
 
@@ -660,7 +693,7 @@ TEST_F(StoreTest, UnknownArtifactIsNotFound) {
   EXPECT_THAT(store_->Read("plain"), StatusIs(absl::StatusCode::kNotFound, ""));
   EXPECT_FALSE(Exists(tmp_.Join("nope")));
   EXPECT_FALSE(Exists(tmp_.Join("out")));
-  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
 }
 
 // ---------------------------------------------------------------------------
@@ -676,7 +709,11 @@ TEST_F(StoreTest, RecoveryRemovesStagingDirectoriesAtAnyDepth) {
   const std::string nested = "team/.llama.staging-fedcba9876543210";
   const std::string deep = "x/y/z/.q.staging-00000000deadbeef";
   const std::string orphan = ".gone.staging-abcdefabcdef0123";  // no artifact
-  for (const std::string& rel : {top, nested, deep, orphan}) {
+  // Old versions that were waiting out their grace.
+  const std::string retired = ".a.retired-00112233445566ff";
+  const std::string nested_retired = "team/.llama.retired-ffeeddccbbaa9988";
+  for (const std::string& rel :
+       {top, nested, deep, orphan, retired, nested_retired}) {
     ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join(rel + "/sub")));
     testing::WriteFileOrDie(tmp_.Join(rel + "/rbln_config.json"), "{}");
     testing::WriteFileOrDie(tmp_.Join(rel + "/sub/f"), "partial");
@@ -685,9 +722,10 @@ TEST_F(StoreTest, RecoveryRemovesStagingDirectoriesAtAnyDepth) {
   ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join(StagingNameFor("a"))));
 
   ASSERT_NO_FATAL_FAILURE(ReopenStore());
-  std::vector<std::string> expected = {top, nested, deep, orphan};
+  std::vector<std::string> expected = {top,    nested,  deep,
+                                       orphan, retired, nested_retired};
   std::vector<std::string> recovered = store_->recovered();
-  ASSERT_EQ(recovered.size(), 5u) << ::testing::PrintToString(recovered);
+  ASSERT_EQ(recovered.size(), 7u) << ::testing::PrintToString(recovered);
   recovered.erase(std::remove_if(recovered.begin(), recovered.end(),
                                  [&](const std::string& r) {
                                    return std::find(expected.begin(),
@@ -699,7 +737,7 @@ TEST_F(StoreTest, RecoveryRemovesStagingDirectoriesAtAnyDepth) {
   EXPECT_EQ(StagedArtifactName(recovered[0]), "a");
 
   for (const std::string& rel : expected) EXPECT_FALSE(Exists(tmp_.Join(rel)));
-  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
   // Everything else is as it was, the directories that held debris too.
   EXPECT_EQ(testing::HashTree(tmp_.Join("a")), a_before);
   EXPECT_EQ(testing::HashTree(tmp_.Join("team/llama")), llama_before);
@@ -726,18 +764,24 @@ TEST_F(StoreTest, RecoveryLeavesLookAlikesStateAndOutsideAlone) {
       "a.staging-" + exact,  // not hidden: an ordinary directory
       ".staging-" + exact,
       "team/.llama.staging-0123456789abcdeF",
+      ".a.retired-0123456789abcde",   // 15 digits
+      ".a.retired-0123456789ABCDEF",  // uppercase
+      ".a.Retired-" + exact,
+      "a.retired-" + exact,
   };
   for (const std::string& rel : look_alike_dirs) {
     ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join(rel)));
     testing::WriteFileOrDie(tmp_.Join(rel + "/f"), rel);
   }
-  // A regular file with an exact staging name.
+  // Regular files with an exact staging or retired name.
   testing::WriteFileOrDie(tmp_.Join(".b.staging-" + exact), "a file");
+  testing::WriteFileOrDie(tmp_.Join(".b.retired-" + exact), "a file");
   ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("team")));
   testing::WriteFileOrDie(tmp_.Join("team/.c.staging-" + exact), "a file");
   // Exact names inside an artifact directory belong to the artifact.
   ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("a/.x.staging-" + exact)));
   ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("a/sub/.y.staging-" + exact)));
+  ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("a/.z.retired-" + exact)));
   // An exact name in the state directory.
   ASSERT_NO_FATAL_FAILURE(
       MakeDirs(JoinPath(tmp_.Join(kStateDirName), ".a.staging-" + exact)));
@@ -745,6 +789,8 @@ TEST_F(StoreTest, RecoveryLeavesLookAlikesStateAndOutsideAlone) {
   // an outside directory that holds an exact staging name.
   ASSERT_NO_FATAL_FAILURE(
       MakeSymlink(outside.path(), tmp_.Join(".d.staging-" + exact)));
+  ASSERT_NO_FATAL_FAILURE(
+      MakeSymlink(outside.path(), tmp_.Join(".d.retired-" + exact)));
   ASSERT_NO_FATAL_FAILURE(MakeSymlink(outside.path(), tmp_.Join("door")));
 
   const auto store_before = testing::HashTree(tmp_.path());
@@ -758,10 +804,13 @@ TEST_F(StoreTest, RecoveryLeavesLookAlikesStateAndOutsideAlone) {
 
 TEST_F(StoreTest, RecoveryKeepsStagingOfAnArtifactLockedElsewhere) {
   // A writer in another process (a maintenance tool) holds the artifact's
-  // lock: its staging directory is live, not debris.
+  // lock: its staging directory and the old version it swapped out are
+  // live, not debris.
   store_.reset();
   const std::string live = tmp_.Join(StagingNameFor("a"));
+  const std::string live_retired = tmp_.Join(RetiredNameFor("a"));
   ASSERT_NO_FATAL_FAILURE(MakeDirs(live));
+  ASSERT_NO_FATAL_FAILURE(MakeDirs(live_retired));
   const std::string lock_path = ArtifactLockPath(tmp_.path(), "a");
   absl::StatusOr<std::unique_ptr<FileLock>> held =
       env_->LockFile(lock_path, /*exclusive=*/true, /*wait=*/false);
@@ -769,11 +818,13 @@ TEST_F(StoreTest, RecoveryKeepsStagingOfAnArtifactLockedElsewhere) {
   ASSERT_NO_FATAL_FAILURE(ReopenStore());
   EXPECT_THAT(store_->recovered(), IsEmpty());
   EXPECT_TRUE(Exists(live));
+  EXPECT_TRUE(Exists(live_retired));
 
   held->reset();
   ASSERT_NO_FATAL_FAILURE(ReopenStore());
-  EXPECT_EQ(store_->recovered().size(), 1u);
+  EXPECT_EQ(store_->recovered().size(), 2u);
   EXPECT_FALSE(Exists(live));
+  EXPECT_FALSE(Exists(live_retired));
 }
 
 // ---------------------------------------------------------------------------
@@ -1228,9 +1279,9 @@ TEST_F(StoreTest, ReplaceOverAnArtifactSwapsItIn) {
   absl::StatusOr<Artifact> b = store_->Read("team/b", {.verify_payload = true});
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->current_num_blocks(), 9u);
-  // The replaced version is gone entirely, and so is its staging.
+  // The replaced version is gone entirely, under any name.
   EXPECT_FALSE(Exists(tmp_.Join("team/b/extra.txt")));
-  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
   EXPECT_EQ(testing::HashTree(tmp_.Join("a")), source_before);
 }
 
@@ -1263,7 +1314,7 @@ TEST_F(StoreTest, ReplaceOverAnEmptyDirectoryWorks) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(CurrentBlocks("empty"), 9u);
   EXPECT_EQ(CurrentBlocks("a"), kInitialBlocks);
-  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
   // replace with a destination that does not exist simply creates it.
   r = store_->Write({.name = "a",
                      .target = uint64_t{10},
@@ -1525,9 +1576,9 @@ std::optional<std::string> ReadAt(int dir, const std::string& rel) {
   return data;
 }
 
-bool WaitUntilNoStagingBelow(const std::string& root) {
+bool WaitUntilNoDebrisBelow(const std::string& root) {
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while (!StagingEntriesBelow(root).empty()) {
+  while (!DebrisBelow(root).empty()) {
     if (absl::Now() > give_up) return false;
     absl::SleepFor(absl::Milliseconds(10));
   }
@@ -1548,14 +1599,17 @@ TEST_F(StoreTest, AReaderOfTheDirectoryFinishesOnTheOldVersion) {
   ASSERT_TRUE(store_->Write({.name = "a", .target = uint64_t{10}}).ok());
 
   // The new version is at the artifact's path; the old one, the directory
-  // the reader holds, beside it under its staging name.
+  // the reader holds, beside it under a retired name (not a staging name,
+  // which would read as an interrupted commit).
   EXPECT_EQ(CurrentBlocks("a"), 10u);
-  const std::vector<std::string> staging = StagingEntriesBelow(Root());
-  ASSERT_EQ(staging.size(), 1u);
-  EXPECT_EQ(StagedArtifactName(FileName(staging[0])), "a");
+  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  const std::vector<std::string> retired = RetiredEntriesBelow(Root());
+  ASSERT_EQ(retired.size(), 1u);
+  EXPECT_EQ(retired[0], Abs(FileName(retired[0])));
+  EXPECT_EQ(RetiredArtifactName(FileName(retired[0])), "a");
   struct stat held;
   ASSERT_EQ(fstat(dir.get(), &held), 0);
-  EXPECT_EQ(InodeOf(staging[0]), held.st_ino);
+  EXPECT_EQ(InodeOf(retired[0]), held.st_ino);
   EXPECT_EQ(store_->retired_trees().pending(), 1u);
 
   // Every file opened relative to the descriptor is the old version's.
@@ -1583,25 +1637,26 @@ TEST_F(StoreTest, AReaderOfTheDirectoryFinishesOnTheOldVersion) {
   EXPECT_TRUE(listing->skipped.empty());
   EXPECT_EQ((*store_->ReadSummary("a"))->config.kvcache_num_blocks, 10u);
   EXPECT_THAT(
-      store_->Read(FileName(staging[0])),
+      store_->Read(FileName(retired[0])),
       StatusIs(absl::StatusCode::kPermissionDenied, "hidden component"));
 
   // Another write keeps another old version, each for its own grace.
   ASSERT_TRUE(store_->Write({.name = "a", .target = uint64_t{12}}).ok());
   EXPECT_EQ(CurrentBlocks("a"), 12u);
-  EXPECT_EQ(StagingEntriesBelow(Root()).size(), 2u);
+  EXPECT_EQ(RetiredEntriesBelow(Root()).size(), 2u);
+  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
   EXPECT_THAT(*store_->List(), ElementsAre("a"));
 
   // Closing the store (the daemon stopping) removes them without waiting.
   store_.reset();
-  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
   EXPECT_FALSE(ReadAt(dir.get(), kRblnConfigFileName).has_value());
 }
 
 TEST_F(StoreTest, TheOldVersionIsRemovedOnceItsGraceIsOver) {
   ASSERT_NO_FATAL_FAILURE(ReopenStore({.old_version_grace = absl::Seconds(1)}));
   ASSERT_TRUE(store_->Write({.name = "a", .target = uint64_t{10}}).ok());
-  EXPECT_TRUE(WaitUntilNoStagingBelow(Root()));
+  EXPECT_TRUE(WaitUntilNoDebrisBelow(Root()));
   // Its thread counts the tree as removed just after it is gone.
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
   while (store_->retired_trees().pending() > 0 && absl::Now() < give_up) {
@@ -1618,7 +1673,7 @@ TEST_F(StoreTest, WithoutGraceTheOldVersionIsGoneWhenTheWriteReturns) {
   UniqueFd dir(open(Abs("a").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   ASSERT_GE(dir.get(), 0) << strerror(errno);
   ASSERT_TRUE(store_->Write({.name = "a", .target = uint64_t{10}}).ok());
-  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
   EXPECT_FALSE(ReadAt(dir.get(), kRblnConfigFileName).has_value());
   ASSERT_TRUE(store_
                   ->Write({.name = "a",
@@ -1626,7 +1681,7 @@ TEST_F(StoreTest, WithoutGraceTheOldVersionIsGoneWhenTheWriteReturns) {
                            .output_name = "b",
                            .replace = true})
                   .ok());
-  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
 }
 
 TEST_F(StoreTest, AReplacedOutputIsKeptForTheGraceToo) {
@@ -1641,15 +1696,16 @@ TEST_F(StoreTest, AReplacedOutputIsKeptForTheGraceToo) {
                   .ok());
   EXPECT_EQ(CurrentBlocks("team/b"), 9u);
   EXPECT_FALSE(Exists(tmp_.Join("team/b/extra.txt")));
-  const std::vector<std::string> staging = StagingEntriesBelow(Root());
-  ASSERT_EQ(staging.size(), 1u);
-  EXPECT_EQ(staging[0], JoinPath(Abs("team"), FileName(staging[0])));
-  EXPECT_EQ(StagedArtifactName(FileName(staging[0])), "b");
-  EXPECT_EQ(testing::ReadFileOrDie(JoinPath(staging[0], "extra.txt")),
+  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  const std::vector<std::string> retired = RetiredEntriesBelow(Root());
+  ASSERT_EQ(retired.size(), 1u);
+  EXPECT_EQ(retired[0], JoinPath(Abs("team"), FileName(retired[0])));
+  EXPECT_EQ(RetiredArtifactName(FileName(retired[0])), "b");
+  EXPECT_EQ(testing::ReadFileOrDie(JoinPath(retired[0], "extra.txt")),
             "old version");
   EXPECT_THAT(*store_->List(), ElementsAre("a", "team/b"));
   store_.reset();
-  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
 }
 
 // Fails the creation of the nth file in a staging directory with ENOSPC
@@ -1696,7 +1752,7 @@ TEST_F(StoreTest, AFullDiskTakesTheOldVersionsAndTheWriteTriesOnceMore) {
   // Old versions of both artifacts wait out their grace.
   ASSERT_TRUE((*store)->Write({.name = "a", .target = uint64_t{10}}).ok());
   ASSERT_TRUE((*store)->Write({.name = "b", .target = uint64_t{10}}).ok());
-  const std::vector<std::string> old_versions = StagingEntriesBelow(Root());
+  const std::vector<std::string> old_versions = RetiredEntriesBelow(Root());
   ASSERT_EQ(old_versions.size(), 2u);
 
   // The disk fills at the second container, after the first was copied.
@@ -1712,10 +1768,11 @@ TEST_F(StoreTest, AFullDiskTakesTheOldVersionsAndTheWriteTriesOnceMore) {
   EXPECT_EQ(env.failures(), 1);
   EXPECT_EQ((*store)->Read("a")->current_num_blocks(), 12u);
   // Both old versions went; the one this write swapped out waits.
-  const std::vector<std::string> now = StagingEntriesBelow(Root());
+  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  const std::vector<std::string> now = RetiredEntriesBelow(Root());
   ASSERT_EQ(now.size(), 1u);
   EXPECT_THAT(old_versions, Not(Contains(now[0])));
-  EXPECT_EQ(StagedArtifactName(FileName(now[0])), "a");
+  EXPECT_EQ(RetiredArtifactName(FileName(now[0])), "a");
   // Progress went on from where the first try had got to: never back, never
   // past the total, and to the end.
   ASSERT_FALSE(progress.empty());
@@ -1768,10 +1825,10 @@ TEST_F(StoreTest, AnOldVersionPendingAtACrashIsRemovedAtTheNextOpen) {
       },
       &output);
   ASSERT_EQ(code, 0) << output;
-  ASSERT_EQ(StagingEntriesBelow(Root()).size(), 1u);
+  ASSERT_EQ(RetiredEntriesBelow(Root()).size(), 1u);
   ASSERT_NO_FATAL_FAILURE(ReopenStore());
   EXPECT_EQ(store_->recovered().size(), 1u);
-  EXPECT_THAT(StagingEntriesBelow(Root()), IsEmpty());
+  EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
   EXPECT_EQ(CurrentBlocks("a"), 10u);
 }
 
