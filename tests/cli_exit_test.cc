@@ -464,20 +464,21 @@ TEST_F(CliExitTest, ExistingOutputDirNamesReplace) {
   EXPECT_EQ(CountOnDisk(StorePath("copy")), 10u);
 }
 
-TEST_F(CliExitTest, MissingParentOfOutputDirIsNamed) {
+TEST_F(CliExitTest, AParentOfOutputDirThatIsNoDirectoryIsNamed) {
+  rbln::testing::WriteFileOrDie(StorePath("notes"), "a file");
   for (const char* dry_run : {"", " --dry-run"}) {
     Outcome o = Cli(absl::StrCat(
         "--set-kvcache-num-blocks 10 --model-id ./tiny --output-dir "
-        "./no/such/copy",
+        "./notes/such/copy",
         dry_run));
     EXPECT_EQ(o.code, 1) << o;
-    EXPECT_THAT(o.err, HasSubstr("error (NOT_FOUND)"));
-    EXPECT_THAT(o.err, HasSubstr(absl::StrCat(
-                           "the parent directory ", store_,
-                           "/no/such of output directory no/such/copy does "
-                           "not exist; create it first")));
+    EXPECT_THAT(o.err, HasSubstr("error (FAILED_PRECONDITION)"));
+    EXPECT_THAT(o.err,
+                HasSubstr(absl::StrCat(store_,
+                                       "/notes, a parent of output directory "
+                                       "notes/such/copy, is not a directory")));
   }
-  EXPECT_FALSE(std::filesystem::exists(StorePath("no")));
+  EXPECT_EQ(rbln::testing::ReadFileOrDie(StorePath("notes")), "a file");
 }
 
 }  // namespace

@@ -321,6 +321,63 @@ TEST_F(E2eTest, ExistingOutputDirIsRefusedAndUntouched) {
   EXPECT_EQ(ReadFileOrDie(StorePath("notes/todo.txt")), "keep me");
 }
 
+// As optimum-rbln-cli's mkdir(parents=True): the missing parents are made,
+// each owned and moded like its parent; never by a dry run, never through
+// a link, and a failed write takes back the ones it made.
+TEST_F(E2eTest, MissingParentsOfAnOutputDirAreMade) {
+  std::filesystem::create_directory(StorePath("team"));
+  ASSERT_EQ(chmod(StorePath("team").c_str(), 0750), 0) << strerror(errno);
+  const auto before = HashTree(store_);
+  Outcome dry =
+      Cli("--set-kvcache-num-blocks 10 --model-id ./tiny --output-dir "
+          "./team/a/b/copy --dry-run");
+  EXPECT_EQ(dry.code, 0) << dry;
+  EXPECT_FALSE(std::filesystem::exists(StorePath("team/a")));
+  EXPECT_EQ(HashTree(store_), before);
+
+  Outcome made =
+      Cli("--set-kvcache-num-blocks 10 --model-id ./tiny --output-dir "
+          "./team/a/b/copy");
+  ASSERT_EQ(made.code, 0) << made;
+  EXPECT_EQ(CountOnDisk(StorePath("team/a/b/copy")), 10u);
+  struct stat team;
+  ASSERT_EQ(stat(StorePath("team").c_str(), &team), 0);
+  for (const char* parent : {"team/a", "team/a/b"}) {
+    struct stat st;
+    ASSERT_EQ(lstat(StorePath(parent).c_str(), &st), 0) << parent;
+    EXPECT_TRUE(S_ISDIR(st.st_mode)) << parent;
+    EXPECT_EQ(st.st_mode & 07777, 0750u) << parent;
+    EXPECT_EQ(st.st_uid, team.st_uid) << parent;
+    EXPECT_EQ(st.st_gid, team.st_gid) << parent;
+  }
+
+  // A link among the parents is refused, and nothing is made through it.
+  ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", root_.Join("outside/tiny")));
+  const auto outside_before = HashTree(root_.Join("outside"));
+  std::filesystem::create_directory_symlink("../outside",
+                                            StorePath("team/door"));
+  for (const char* output : {"./team/door/copy", "./team/door/x/copy"}) {
+    Outcome o = Cli(absl::StrCat(
+        "--set-kvcache-num-blocks 10 --model-id ./tiny --output-dir ", output));
+    EXPECT_EQ(o.code, 1) << output << "\n" << o;
+    EXPECT_THAT(o.err, HasSubstr("PERMISSION_DENIED")) << output;
+  }
+  EXPECT_EQ(HashTree(root_.Join("outside")), outside_before);
+
+  // A write that fails once the parents are made (a FIFO in the source is
+  // no file an artifact may hold) leaves none of them; "team" was there.
+  ASSERT_NO_FATAL_FAILURE(Synthesize("tiny", StorePath("odd")));
+  ASSERT_EQ(mkfifo(StorePath("odd/pipe").c_str(), 0600), 0) << strerror(errno);
+  Outcome failed =
+      Cli("--set-kvcache-num-blocks 10 --model-id ./odd --output-dir "
+          "./team/c/d/copy");
+  EXPECT_EQ(failed.code, 1) << failed;
+  EXPECT_THAT(failed.err, HasSubstr("pipe"));
+  EXPECT_FALSE(std::filesystem::exists(StorePath("team/c")));
+  EXPECT_TRUE(std::filesystem::exists(StorePath("team/a/b/copy")));
+  EXPECT_THAT(rbln::testing::FindStagingDebris(store_), ::testing::IsEmpty());
+}
+
 TEST_F(E2eTest, ReplaceOverwritesAnExistingOutputDir) {
   ASSERT_EQ(
       Cli("--set-kvcache-num-blocks 12 --model-id ./tiny --output-dir ./copy")

@@ -486,13 +486,16 @@ TEST_F(HostileTest, LogLinesEscapeWhatCallersSend) {
 
 // 14. One lock file per name ever requested, never removed.
 TEST_F(HostileTest, LockFilesStayBoundedWhateverNamesCallersSend) {
+  // Missing parents of an output are made; under a file they cannot be.
+  WriteFileOrDie(store_ + "/notes", "a file");
   ASSERT_NO_FATAL_FAILURE(Start());
   const Snapshot before = Take();
   for (int i = 0; i < 200; ++i) {
     ExpectRefused(Set(absl::StrCat("missing-", i), 8),
                   grpc::StatusCode::NOT_FOUND, "no artifact", before);
-    ExpectRefused(Set("a", 10, Output(absl::StrCat("nowhere-", i, "/out"))),
-                  grpc::StatusCode::NOT_FOUND, "does not exist", before);
+    ExpectRefused(
+        Set("a", 10, Output(absl::StrCat("notes/nowhere-", i, "/out"))),
+        grpc::StatusCode::FAILED_PRECONDITION, "is not a directory", before);
     EXPECT_EQ(Set("a", 1, Output(absl::StrCat("out-", i))).error_code(),
               grpc::StatusCode::INVALID_ARGUMENT);
   }

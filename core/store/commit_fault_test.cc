@@ -51,7 +51,14 @@ constexpr uint64_t kReplacedOutputBlocks = 12;
 // thousand commits below slow.
 constexpr FaultInjectionOptions kUnsynced = {.forward_syncs = false};
 
-enum class Commit { kInPlace, kNewOutput, kReplaceOutput };
+// kNewOutputInNewParents writes its output where two parents are missing:
+// the commit makes them, and a failed one removes them.
+enum class Commit {
+  kInPlace,
+  kNewOutput,
+  kReplaceOutput,
+  kNewOutputInNewParents
+};
 enum class Fault { kEio, kEnospc, kCrash };
 // Whether the old version is removed before the write returns, or kept for
 // a grace period longer than the test, so that closing the store removes it.
@@ -65,6 +72,8 @@ std::string CommitName(Commit commit) {
       return "NewOutput";
     case Commit::kReplaceOutput:
       return "ReplaceOutput";
+    case Commit::kNewOutputInNewParents:
+      return "NewOutputInNewParents";
   }
   return "?";
 }
@@ -194,14 +203,17 @@ class Scenario {
 
   WriteRequest Request() const {
     WriteRequest request{.name = "a", .target = kNewBlocks};
-    if (commit_ != Commit::kInPlace) request.output_name = "out";
+    if (commit_ != Commit::kInPlace) request.output_name = output_name();
     request.replace = commit_ == Commit::kReplaceOutput;
     return request;
   }
 
   const std::string& root() const { return tmp_.path(); }
   std::string source_path() const { return tmp_.Join("a"); }
-  std::string output_path() const { return tmp_.Join("out"); }
+  std::string output_name() const {
+    return commit_ == Commit::kNewOutputInNewParents ? "new/sub/out" : "out";
+  }
+  std::string output_path() const { return tmp_.Join(output_name()); }
 
   // The artifacts are as a commit that did (`committed`) or did not reach its
   // commit point must leave them.
@@ -228,8 +240,10 @@ class Scenario {
     }
   }
 
-  // No staging directory is left anywhere, nor anything else new.
-  void ExpectClean(bool committed) const {
+  // No staging directory is left anywhere, nor anything else new: but for
+  // the empty parents that a commit made for its output when a crash
+  // (`crashed`) cut it short.
+  void ExpectClean(bool committed, bool crashed = false) const {
     std::vector<std::string> debris = StagingDebris(root());
     EXPECT_TRUE(debris.empty())
         << "staging debris: " << absl::StrJoin(debris, ", ");
@@ -237,6 +251,18 @@ class Scenario {
     if (commit_ == Commit::kReplaceOutput ||
         (commit_ == Commit::kNewOutput && committed)) {
       expected.push_back("out");
+    }
+    if (commit_ == Commit::kNewOutputInNewParents &&
+        (committed || (crashed && Exists("new")))) {
+      expected.push_back("new");
+    }
+    if (commit_ == Commit::kNewOutputInNewParents && !committed && crashed &&
+        Exists("new")) {
+      WalkTree(
+          tmp_.Join("new"), [](const std::string& rel, const DirEntry& entry) {
+            EXPECT_EQ(entry.type, FileType::kDirectory)
+                << "new/" << rel << " is in a parent a crashed commit made";
+          });
     }
     std::vector<std::string> top;
     absl::StatusOr<std::vector<DirEntry>> entries =
@@ -264,6 +290,10 @@ class Scenario {
           << name << " is not the source's";
       EXPECT_EQ(hash, source->second) << name << " differs from the source's";
     }
+  }
+
+  bool Exists(const std::string& rel) const {
+    return Env::Default()->Stat(tmp_.Join(rel)).ok();
   }
 
   const Commit commit_;
@@ -378,9 +408,10 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
           ArtifactStore::Open(scenario.root());
       ASSERT_TRUE(reopened.ok()) << reopened.status();
     }
-    // After an I/O error the engine itself removed its staging directory (no
-    // recovery ran); after a crash, recovery did.
-    scenario.ExpectClean(committed);
+    // After an I/O error the engine itself removed its staging directory and
+    // the parents it made (no recovery ran); after a crash, recovery removed
+    // the staging directory.
+    scenario.ExpectClean(committed, fault() == Fault::kCrash);
   }
 }
 
@@ -396,7 +427,8 @@ std::string TestName(
 INSTANTIATE_TEST_SUITE_P(
     AllCommitsAndFaults, CommitFaultTest,
     ::testing::Combine(::testing::Values(Commit::kInPlace, Commit::kNewOutput,
-                                         Commit::kReplaceOutput),
+                                         Commit::kReplaceOutput,
+                                         Commit::kNewOutputInNewParents),
                        ::testing::Values(Fault::kEio, Fault::kEnospc,
                                          Fault::kCrash),
                        ::testing::Values(OldVersion::kRemovedAtOnce)),

@@ -353,8 +353,9 @@ class ArtifactStore {
                              const WriteResizedOptions& write_options,
                              std::vector<std::string>* warnings);
   // The existing destination (to be replaced), or nullopt when there is
-  // none; the errors a real write would give for it (parent missing, exists
-  // without replace, not replaceable).
+  // none; the errors a real write would give for it (a parent that is a
+  // link or not a directory, exists without replace, not replaceable).
+  // Missing parents are fine: the write makes them (CommitToOutput).
   absl::StatusOr<std::optional<FileStat>> CheckOutput(
       const std::string& output_name, bool replace);
   absl::Status CommitToOutput(const Artifact& artifact, const ResizePlan& plan,

@@ -94,6 +94,88 @@ std::string MoveToRetiredName(Env* env, const std::string& staging,
   return staging;
 }
 
+// Where an output directory's parents stand: the nearest one that exists
+// (a directory), and those below it that do not, the shallowest first.
+struct OutputParents {
+  FileStat existing{};
+  std::vector<std::string> missing;
+};
+
+// The parents of `dest` (a path in the store `root`): what exists must be a
+// directory, never a symbolic link (the confined Env refuses one on the way;
+// one as the nearest parent is refused here alike).
+absl::StatusOr<OutputParents> FindOutputParents(Env* env,
+                                                const std::string& root,
+                                                const std::string& dest,
+                                                absl::string_view output_name) {
+  OutputParents parents;
+  std::string at(Dirname(dest));
+  for (;;) {
+    RBLN_ASSIGN_OR_RETURN(const std::optional<FileStat> st,
+                          StatIfExists(env, at));
+    if (st.has_value()) {
+      if (st->type == FileType::kSymlink)
+        return ErrnoToStatus("open", at, ELOOP);
+      if (st->type != FileType::kDirectory) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(at, ", a parent of output directory ", output_name,
+                         ", is not a directory"));
+      }
+      parents.existing = *st;
+      return parents;
+    }
+    if (at == root) {
+      return absl::NotFoundError(
+          absl::StrCat("artifact store ", root, " does not exist"));
+    }
+    parents.missing.insert(parents.missing.begin(), at);
+    at = std::string(Dirname(at));
+  }
+}
+
+// Removes the directories `made` (MakeOutputParents's), the deepest first;
+// one that is no longer empty (another write's output went into it) stays.
+void RemoveMadeParents(Env* env, const std::vector<std::string>& made) {
+  for (auto dir = made.rbegin(); dir != made.rend(); ++dir) {
+    const absl::Status removed = env->RemoveDir(*dir);
+    if (!removed.ok() && !absl::IsNotFound(removed)) {
+      spdlog::warn("could not remove {}, made for an output that failed: {}",
+                   LogValue(*dir), LogValue(removed.message()));
+    }
+  }
+}
+
+// Creates `parents.missing`, each owned and moded as its parent is, and
+// makes each entry durable. Returns the directories made here: one made
+// meanwhile by someone else is theirs (and must be a directory). On error
+// what was made is removed.
+absl::StatusOr<std::vector<std::string>> MakeOutputParents(
+    Env* env, const OutputParents& parents) {
+  std::vector<std::string> made;
+  FileOwnership owner = FileOwnership::Of(parents.existing);
+  for (const std::string& dir : parents.missing) {
+    absl::Status status = env->CreateDir(dir);
+    if (absl::IsAlreadyExists(status)) {
+      const absl::StatusOr<FileStat> st = env->Stat(dir);
+      status = st.status();
+      if (st.ok() && st->type != FileType::kDirectory) {
+        status = ErrnoToStatus(
+            "mkdir", dir, st->type == FileType::kSymlink ? ELOOP : ENOTDIR);
+      }
+      if (status.ok()) owner = FileOwnership::Of(*st);
+    } else if (status.ok()) {
+      made.push_back(dir);
+      status = env->SetOwnership(dir, owner);
+      if (status.ok()) status = env->SyncDir(std::string(Dirname(dir)));
+    }
+    if (!status.ok()) {
+      RemoveMadeParents(env, made);
+      return status;
+    }
+  }
+  return made;
+}
+
 }  // namespace
 
 // "In-place resize" and "Into an output directory", step 1: the names
@@ -492,21 +574,13 @@ absl::Status ArtifactStore::CommitInPlace(
   return absl::OkStatus();
 }
 
-// "Into an output directory", step 2: what may be replaced.
+// "Into an output directory", step 2: what may be replaced, and whether
+// the missing parents can be made.
 absl::StatusOr<std::optional<FileStat>> ArtifactStore::CheckOutput(
     const std::string& output_name, bool replace) {
   const std::string dest = PathOf(output_name);
-  const std::string parent(Dirname(dest));
-  RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> parent_st,
-                        StatIfExists(env_, parent));
-  if (parent_st.has_value() && parent_st->type == FileType::kSymlink) {
-    return ErrnoToStatus("open", parent, ELOOP);
-  }
-  if (!parent_st.has_value() || parent_st->type != FileType::kDirectory) {
-    return absl::NotFoundError(
-        absl::StrCat("the parent directory ", parent, " of output directory ",
-                     output_name, " does not exist; create it first"));
-  }
+  RBLN_RETURN_IF_ERROR(
+      FindOutputParents(env_, root_, dest, output_name).status());
   RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> dest_st,
                         StatIfExists(env_, dest));
   if (!dest_st.has_value()) return std::nullopt;
@@ -537,9 +611,10 @@ absl::StatusOr<std::optional<FileStat>> ArtifactStore::CheckOutput(
   return dest_st;
 }
 
-// "Into an output directory", steps 2 (again, under the locks) to 5: stage,
-// publish (a new name, or an exchange when replacing), fsync the parent,
-// retire what was replaced.
+// "Into an output directory", steps 2 (again, under the locks) to 5: the
+// missing parents made, stage, publish (a new name, or an exchange when
+// replacing), fsync the parent, retire what was replaced. A failure removes
+// the parents it made.
 absl::Status ArtifactStore::CommitToOutput(
     const Artifact& artifact, const ResizePlan& plan,
     const std::string& output_name, bool replace,
@@ -551,18 +626,26 @@ absl::Status ArtifactStore::CommitToOutput(
   const bool exists = existing.has_value();
   const std::string dest = PathOf(output_name);
   const std::string parent(Dirname(dest));
+  RBLN_ASSIGN_OR_RETURN(const OutputParents parents,
+                        FindOutputParents(env_, root_, dest, output_name));
+  RBLN_ASSIGN_OR_RETURN(const std::vector<std::string> made,
+                        MakeOutputParents(env_, parents));
   const std::string staging = JoinPath(parent, StagingNameFor(Basename(dest)));
-  RBLN_RETURN_IF_ERROR(Stage(artifact, plan, staging,
-                             absl::StrCat("the resized copy ", output_name),
-                             write_options));
-  bool staging_is_theirs = false;
   absl::Status status =
-      exists ? Exchange(output_name, staging, *existing,
-                        write_options.is_cancelled, &staging_is_theirs)
-             : env_->RenameNoReplace(staging, dest);
+      Stage(artifact, plan, staging,
+            absl::StrCat("the resized copy ", output_name), write_options);
+  if (!status.ok()) {
+    RemoveMadeParents(env_, made);
+    return status;
+  }
+  bool staging_is_theirs = false;
+  status = exists ? Exchange(output_name, staging, *existing,
+                             write_options.is_cancelled, &staging_is_theirs)
+                  : env_->RenameNoReplace(staging, dest);
   if (staging_is_theirs) return status;
   if (!status.ok()) {
     RemoveStagingTree(env_, staging);
+    RemoveMadeParents(env_, made);
     if (absl::IsAlreadyExists(status)) {
       return WithErrorFacts(
           absl::AlreadyExistsError(

@@ -1364,21 +1364,6 @@ TEST_F(StoreTest, OutputOverlappingTheSourceIsRefused) {
   EXPECT_EQ(CurrentBlocks("team/l"), 10u);
 }
 
-TEST_F(StoreTest, OutputWhoseParentIsMissingIsNotFound) {
-  const auto before = HashStore(tmp_.path());
-  EXPECT_THAT(
-      store_->Write(
-          {.name = "a", .target = uint64_t{10}, .output_name = "missing/b"}),
-      StatusIs(absl::StatusCode::kNotFound, "missing/b"));
-  EXPECT_THAT(store_->Write({.name = "a",
-                             .target = uint64_t{10},
-                             .output_name = "missing/deeper/b",
-                             .replace = true}),
-              StatusIs(absl::StatusCode::kNotFound, "does not exist"));
-  EXPECT_FALSE(Exists(tmp_.Join("missing")));
-  EXPECT_EQ(HashStore(tmp_.path()), before);
-}
-
 TEST_F(StoreTest, InvalidRequestCombinationsAreRefused) {
   const auto before = HashStore(tmp_.path());
   EXPECT_THAT(
@@ -1537,10 +1522,12 @@ TEST_F(StoreTest, RefusesAnOutputDirectoryInsideAnotherArtifact) {
   EXPECT_EQ(testing::HashTree(tmp_.Join("b")), b_before);
 }
 
-// A dry run fails where the real write would (existing output, missing
-// parent).
+// A dry run fails where the real write would (existing output, a parent
+// that is not a directory), and makes no missing parent.
 TEST_F(StoreTest, DryRunChecksTheOutputDirectory) {
   ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("taken")));
+  testing::WriteFileOrDie(tmp_.Join("file"), "a file");
+  const auto before = HashStore(tmp_.path());
   EXPECT_THAT(store_->Write({.name = "a",
                              .target = uint64_t{10},
                              .output_name = "taken",
@@ -1548,9 +1535,19 @@ TEST_F(StoreTest, DryRunChecksTheOutputDirectory) {
               StatusIs(absl::StatusCode::kAlreadyExists, "taken"));
   EXPECT_THAT(store_->Write({.name = "a",
                              .target = uint64_t{10},
-                             .output_name = "missing/b",
+                             .output_name = "file/sub/b",
                              .dry_run = true}),
-              StatusIs(absl::StatusCode::kNotFound, "missing/b"));
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "a parent of output directory file/sub/b, is not a "
+                       "directory"));
+  absl::StatusOr<WriteResult> r = store_->Write({.name = "a",
+                                                 .target = uint64_t{10},
+                                                 .output_name = "missing/b",
+                                                 .dry_run = true});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->written);
+  EXPECT_FALSE(Exists(tmp_.Join("missing")));
+  EXPECT_EQ(HashStore(tmp_.path()), before);
 }
 
 // --- Old versions: kept for a grace period after a commit swapped them out
@@ -1830,6 +1827,99 @@ TEST_F(StoreTest, AnOldVersionPendingAtACrashIsRemovedAtTheNextOpen) {
   EXPECT_EQ(store_->recovered().size(), 1u);
   EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
   EXPECT_EQ(CurrentBlocks("a"), 10u);
+}
+
+// ---------------------------------------------------------------------------
+// Parents of an output directory: made as upstream's mkdir(parents=True)
+// makes them, inside the store only, never through a link.
+
+TEST_F(StoreTest, MissingParentsOfAnOutputAreMadeLikeTheirParent) {
+  ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("team")));
+  ASSERT_EQ(chmod(tmp_.Join("team").c_str(), 02750), 0) << strerror(errno);
+  absl::StatusOr<WriteResult> r = store_->Write(
+      {.name = "a", .target = uint64_t{10}, .output_name = "team/x/y/out"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->written);
+  EXPECT_EQ(CurrentBlocks("team/x/y/out"), 10u);
+  const absl::StatusOr<FileStat> team = env_->Stat(tmp_.Join("team"));
+  ASSERT_TRUE(team.ok()) << team.status();
+  for (const char* made : {"team/x", "team/x/y"}) {
+    SCOPED_TRACE(made);
+    const absl::StatusOr<FileStat> st = env_->Stat(tmp_.Join(made));
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_EQ(st->type, FileType::kDirectory);
+    EXPECT_EQ(st->mode, 02750u);
+    EXPECT_EQ(st->uid, team->uid);
+    EXPECT_EQ(st->gid, team->gid);
+  }
+  // Under the root, with replace (nothing to replace), and in one that
+  // exists in part.
+  r = store_->Write({.name = "a",
+                     .target = uint64_t{11},
+                     .output_name = "new/deeper/b",
+                     .replace = true});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(CurrentBlocks("new/deeper/b"), 11u);
+  EXPECT_EQ(env_->Stat(tmp_.Join("new"))->mode, env_->Stat(tmp_.path())->mode);
+  r = store_->Write(
+      {.name = "a", .target = uint64_t{12}, .output_name = "team/x/z/c"});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(CurrentBlocks("team/x/z/c"), 12u);
+  EXPECT_THAT(*store_->List(),
+              ElementsAre("a", "new/deeper/b", "team/x/y/out", "team/x/z/c"));
+  EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
+}
+
+TEST_F(StoreTest, AFailedWriteRemovesTheParentsItMadeAndOnlyThose) {
+  ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("team")));
+  store_.reset();
+  std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(tmp_.path());
+  FillingDiskEnv env(confined.get());
+  absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
+      ArtifactStore::Open(&env, tmp_.path());
+  ASSERT_TRUE(store.ok()) << store.status();
+  const auto before = HashStore(tmp_.path());
+  env.FailNthStagedFile(2);
+  EXPECT_THAT(
+      (*store)->Write({.name = "a",
+                       .target = uint64_t{10},
+                       .output_name = "team/new/deeper/out"}),
+      StatusIs(absl::StatusCode::kResourceExhausted, "not enough free space"));
+  EXPECT_EQ(env.failures(), 1);
+  EXPECT_TRUE(Exists(tmp_.Join("team")));
+  EXPECT_FALSE(Exists(tmp_.Join("team/new")));
+  EXPECT_EQ(HashStore(tmp_.path()), before);
+}
+
+TEST_F(StoreTest, ALinkOrAFileAmongTheParentsIsRefused) {
+  testing::TempDir outside;
+  ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("team")));
+  ASSERT_NO_FATAL_FAILURE(MakeSymlink(outside.path(), tmp_.Join("team/door")));
+  ASSERT_NO_FATAL_FAILURE(MakeSymlink("..", tmp_.Join("team/up")));
+  testing::WriteFileOrDie(tmp_.Join("team/file"), "a file");
+  const auto before = HashStore(tmp_.path());
+  for (const bool dry_run : {true, false}) {
+    SCOPED_TRACE(dry_run ? "dry run" : "write");
+    // A link as the nearest parent, or above a missing one.
+    for (const std::string output :
+         {"team/door/out", "team/door/new/out", "team/up/new/out"}) {
+      SCOPED_TRACE(output);
+      EXPECT_THAT(store_->Write({.name = "a",
+                                 .target = uint64_t{10},
+                                 .output_name = output,
+                                 .dry_run = dry_run}),
+                  StatusIs(absl::StatusCode::kPermissionDenied, "team/"));
+    }
+    EXPECT_THAT(
+        store_->Write({.name = "a",
+                       .target = uint64_t{10},
+                       .output_name = "team/file/new/out",
+                       .dry_run = dry_run}),
+        StatusIs(absl::StatusCode::kFailedPrecondition, "is not a directory"));
+  }
+  EXPECT_EQ(HashStore(tmp_.path()), before);
+  EXPECT_TRUE(std::filesystem::is_empty(outside.path()));
+  EXPECT_FALSE(Exists(tmp_.Join("new")));
 }
 
 }  // namespace
