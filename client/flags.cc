@@ -12,10 +12,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/defaults.h"
 #include "common/flag_errors.h"
+#include "common/help_format.h"
 #include "common/server_address.h"
 #include "common/version.h"
 #include "core/budget.h"
@@ -31,13 +31,14 @@ constexpr char kDescription[] =
     "held by the rbln-artifactd daemon, without recompiling them. The flags "
     "are those of optimum-rbln-cli.";
 
+// After the options, in 80 columns.
 constexpr char kFooter[] =
     "Examples:\n"
     "  rbln-artifact --get-kvcache-num-blocks --model-id ./my_artifact\n"
     "  rbln-artifact --set-kvcache-num-blocks 16 --model-id ./my_artifact\n"
     "  rbln-artifact --set-memory-budget 0.8 --model-id ./my_artifact\n"
-    "  rbln-artifact --set-memory-budget 10GB --model-id ./my_artifact "
-    "--output-dir ./my_artifact_10gb\n"
+    "  rbln-artifact --set-memory-budget 10GB --model-id ./my_artifact \\\n"
+    "      --output-dir ./my_artifact_10gb\n"
     "\n"
     "Paths: over a Unix socket a relative --model-id or --output-dir is\n"
     "resolved against the current directory; over TCP it is relative to the\n"
@@ -69,58 +70,6 @@ constexpr char kFooter[] =
     "  5  interrupted: the connection closed before the daemon replied. A\n"
     "     write then either changed nothing or completed (check with\n"
     "     --get-kvcache-num-blocks); a read or dry run changed nothing (retry)";
-
-// Help text fits 80 columns: option names in the first kHelpNameWidth,
-// descriptions wrapped in the rest.
-constexpr int kHelpWidth = 80;
-constexpr int kHelpNameWidth = 30;
-
-// `text` with its spaces replaced by newlines where a line would pass `width`.
-std::string Wrap(absl::string_view text, size_t width) {
-  std::string wrapped;
-  size_t line = 0;
-  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
-    if (line > 0 && line + 1 + word.size() > width) {
-      wrapped += "\n";
-      line = 0;
-    } else if (line > 0) {
-      wrapped += " ";
-      ++line;
-    }
-    absl::StrAppend(&wrapped, word);
-    line += word.size();
-  }
-  return wrapped;
-}
-
-std::string OptionHelp(absl::string_view text) {
-  return Wrap(text, kHelpWidth - kHelpNameWidth);
-}
-
-// Help lines show an option's value name only: the mutual exclusions are
-// summed up in the group titles instead of repeated on every line. Groups are
-// one blank line apart.
-class HelpFormatter : public CLI::Formatter {
- public:
-  HelpFormatter() { column_width(kHelpNameWidth); }
-
-  std::string make_description(const CLI::App* app) const override {
-    return CLI::Formatter::make_description(app) + "\n";
-  }
-  std::string make_usage(const CLI::App* app, std::string name) const override {
-    return CLI::Formatter::make_usage(app, std::move(name)) + "\n";
-  }
-  std::string make_group(std::string group, bool is_positional,
-                         std::vector<const CLI::Option*> opts) const override {
-    std::string text = group + ":\n";
-    for (const CLI::Option* opt : opts) text += make_option(opt, is_positional);
-    return text;
-  }
-  std::string make_option_opts(const CLI::Option* opt) const override {
-    if (opt->get_type_size() == 0) return "";
-    return " " + opt->get_type_name();
-  }
-};
 
 // `text` as a decimal integer >= 1 that fits in 64 bits, as Python's int()
 // reads it ("012" is 12: CLI11's own conversion would read it as octal).
@@ -185,53 +134,45 @@ struct RawFlags {
 // The operations, one of which a command line must choose.
 void DefineOperationFlags(CLI::App& app, RawFlags& f) {
   const std::string ops = "Operations (exactly one)";
-  f.get_opt =
-      app.add_flag("--get-kvcache-num-blocks", f.get,
-                   OptionHelp("Print the artifact's kvcache_num_blocks"))
-          ->group(ops);
-  f.set_opt =
-      app.add_option("--set-kvcache-num-blocks", f.set,
-                     OptionHelp("Resize the KV cache of every *.rbln of the "
-                                "artifact to N blocks"))
-          ->type_name("N")
-          ->check(CheckPositiveInteger)
-          ->group(ops);
-  f.budget_opt =
-      app.add_option("--set-memory-budget", f.budget,
-                     OptionHelp("Resize to the largest block count that fits "
+  f.get_opt = app.add_flag("--get-kvcache-num-blocks", f.get,
+                           "Print the artifact's kvcache_num_blocks")
+                  ->group(ops);
+  f.set_opt = app.add_option("--set-kvcache-num-blocks", f.set,
+                             "Resize the KV cache of every *.rbln of the "
+                             "artifact to N blocks")
+                  ->type_name("N")
+                  ->check(CheckPositiveInteger)
+                  ->group(ops);
+  f.budget_opt = app.add_option("--set-memory-budget", f.budget,
+                                "Resize to the largest block count that fits "
                                 "BUDGET: a fraction of the NPU's available "
                                 "DRAM (0.8, 1.0), a percentage (80%), or bytes "
                                 "per device (10GB, 10GiB, 80B; KB, MB, GB, TB "
                                 "are binary as in optimum-rbln-cli, so 10GB = "
                                 "10GiB; a bare number is bytes only from "
                                 "1048576 up, and a bare 1 is refused: it is "
-                                "one byte to optimum-rbln-cli)"))
-          ->type_name("BUDGET")
-          ->group(ops);
-  f.describe_opt =
-      app.add_flag("--describe", f.describe,
-                   OptionHelp("Print the artifact's memory plan per node "
-                              "and chiplet"))
-          ->group(ops);
+                                "one byte to optimum-rbln-cli)")
+                     ->type_name("BUDGET")
+                     ->group(ops);
+  f.describe_opt = app.add_flag("--describe", f.describe,
+                                "Print the artifact's memory plan per node "
+                                "and chiplet")
+                       ->group(ops);
   f.list_opt =
       app.add_flag("--list", f.list,
-                   OptionHelp(
-                       "List the artifacts in the daemon's store and read-only "
-                       "roots, and what was skipped and why"))
+                   "List the artifacts in the daemon's store and read-only "
+                   "roots, and what was skipped and why")
           ->group(ops);
   f.device_info_opt =
-      app.add_flag(
-             "--device-info", f.device_info,
-             OptionHelp(
-                 "Print the NPU devices and DRAM figures the daemon uses, "
-                 "and their source"))
+      app.add_flag("--device-info", f.device_info,
+                   "Print the NPU devices and DRAM figures the daemon uses, "
+                   "and their source")
           ->group(ops);
-  f.server_info_opt =
-      app.add_flag("--server-info", f.server_info,
-                   OptionHelp("Print what the daemon is: its version and "
-                              "commit, host, store and read-only roots, "
-                              "listeners and codec, and who you are to it"))
-          ->group(ops);
+  f.server_info_opt = app.add_flag("--server-info", f.server_info,
+                                   "Print what the daemon is: its version and "
+                                   "commit, host, store and read-only roots, "
+                                   "listeners and codec, and who you are to it")
+                          ->group(ops);
   std::vector<CLI::Option*> operations = {
       f.get_opt,  f.set_opt,         f.budget_opt,     f.describe_opt,
       f.list_opt, f.device_info_opt, f.server_info_opt};
@@ -245,58 +186,51 @@ void DefineOperationFlags(CLI::App& app, RawFlags& f) {
 // What names the artifact and how it is read.
 void DefineArtifactFlags(CLI::App& app, RawFlags& f) {
   const std::string artifact = "Artifact";
-  f.model_id_opt =
-      app.add_option("--model-id", f.model_id,
-                     OptionHelp("The compiled artifact directory (needed by "
-                                "every operation but --list, --device-info "
-                                "and --server-info)"))
-          ->type_name("DIR")
-          ->group(artifact);
-  f.verify_opt =
-      app.add_flag("--verify", f.verify,
-                   OptionHelp("With --describe: also read every payload and "
+  f.model_id_opt = app.add_option("--model-id", f.model_id,
+                                  "The compiled artifact directory (needed by "
+                                  "every operation but --list, --device-info "
+                                  "and --server-info)")
+                       ->type_name("DIR")
+                       ->group(artifact);
+  f.verify_opt = app.add_flag("--verify", f.verify,
+                              "With --describe: also read every payload and "
                               "verify its checksums. With a write: verify "
                               "them before copying, and refuse a corrupt "
                               "artifact (payloads up to 64 MiB are always "
-                              "checked; slow for big artifacts)"))
-          ->group(artifact);
+                              "checked; slow for big artifacts)")
+                     ->group(artifact);
 }
 
 // How a write goes.
 void DefineWritingFlags(CLI::App& app, RawFlags& f) {
   const std::string writing =
       "Writing (with --set-kvcache-num-blocks or --set-memory-budget)";
-  f.output_dir_opt =
-      app.add_option("-o,--output-dir", f.output_dir,
-                     OptionHelp("Write a full resized copy to DIR (a new "
-                                "directory) and leave the source untouched"))
-          ->type_name("DIR")
-          ->group(writing);
-  f.replace_opt =
-      app.add_flag("--replace", f.replace,
-                   OptionHelp("With --output-dir: replace an existing DIR "
-                              "atomically"))
-          ->group(writing);
-  f.dry_run_opt =
-      app.add_flag("--dry-run", f.dry_run,
-                   OptionHelp("Compute and report the new count and "
-                              "warnings; write nothing"))
-          ->group(writing);
-  f.expect_opt =
-      app.add_option("--expect", f.expect,
-                     OptionHelp("Compare-and-set: change nothing (exit 1) "
-                                "unless the current count is N"))
-          ->type_name("N")
-          ->check(CheckPositiveInteger)
-          ->group(writing);
-  f.force_opt =
-      app.add_flag("--force", f.force,
-                   OptionHelp("With --set-kvcache-num-blocks: write a count "
-                              "that does not fit the device's available DRAM "
-                              "(refused otherwise), with a warning; never "
-                              "below the minimum, past --expect or "
-                              "--replace"))
-          ->group(writing);
+  f.output_dir_opt = app.add_option("-o,--output-dir", f.output_dir,
+                                    "Write a full resized copy to DIR (a new "
+                                    "directory) and leave the source untouched")
+                         ->type_name("DIR")
+                         ->group(writing);
+  f.replace_opt = app.add_flag("--replace", f.replace,
+                               "With --output-dir: replace an existing DIR "
+                               "atomically")
+                      ->group(writing);
+  f.dry_run_opt = app.add_flag("--dry-run", f.dry_run,
+                               "Compute and report the new count and "
+                               "warnings; write nothing")
+                      ->group(writing);
+  f.expect_opt = app.add_option("--expect", f.expect,
+                                "Compare-and-set: change nothing (exit 1) "
+                                "unless the current count is N")
+                     ->type_name("N")
+                     ->check(CheckPositiveInteger)
+                     ->group(writing);
+  f.force_opt = app.add_flag("--force", f.force,
+                             "With --set-kvcache-num-blocks: write a count "
+                             "that does not fit the device's available DRAM "
+                             "(refused otherwise), with a warning; never "
+                             "below the minimum, past --expect or "
+                             "--replace")
+                    ->group(writing);
 }
 
 // The daemon's address, TLS and token, the output form, help and version.
@@ -306,40 +240,38 @@ void DefineConnectionFlags(CLI::App& app, RawFlags& f,
   f.server = std::string(default_server);
   f.server_opt =
       app.add_option("--server", f.server,
-                     OptionHelp(absl::StrCat(
-                         "Daemon address: unix:PATH, HOST:PORT or "
-                         "an absolute path (a Unix socket); default: ",
-                         default_server, " ($", kAddressEnv, ", else $",
-                         kSocketEnv, ", else built in)")))
+                     absl::StrCat("Daemon address: unix:PATH, HOST:PORT or "
+                                  "an absolute path (a Unix socket); default: ",
+                                  default_server, " ($", kAddressEnv,
+                                  ", else $", kSocketEnv, ", else built in)"))
           ->type_name("ADDR")
           ->group(other);
   app.add_option("--tls-ca", f.tls_ca,
-                 OptionHelp("Connect over TLS, trusting the daemon's "
-                            "certificate if this CA (PEM) issued it; TCP "
-                            "--server only"))
+                 "Connect over TLS, trusting the daemon's "
+                 "certificate if this CA (PEM) issued it; TCP "
+                 "--server only")
       ->type_name("FILE")
       ->group(other);
   app.add_option("--tls-cert", f.tls_cert,
-                 OptionHelp("This client's certificate (PEM), for a daemon "
-                            "that requires one (--tls-client-ca); with "
-                            "--tls-key"))
+                 "This client's certificate (PEM), for a daemon "
+                 "that requires one (--tls-client-ca); with "
+                 "--tls-key")
       ->type_name("FILE")
       ->group(other);
-  app.add_option("--tls-key", f.tls_key,
-                 OptionHelp("The private key of --tls-cert (PEM)"))
+  app.add_option("--tls-key", f.tls_key, "The private key of --tls-cert (PEM)")
       ->type_name("FILE")
       ->group(other);
   app.add_option("--token-file", f.token_file,
-                 OptionHelp("Send the bearer token on this file's first "
-                            "line (the daemon's --tokens holds its SHA-256); "
-                            "needs --tls-ca"))
+                 "Send the bearer token on this file's first "
+                 "line (the daemon's --tokens holds its SHA-256); "
+                 "needs --tls-ca")
       ->type_name("FILE")
       ->group(other);
   app.add_flag("--json", f.json,
-               OptionHelp("Print the daemon's reply as one line of JSON "
-                          "(proto field names, every field present but an "
-                          "optional one left unset, 64-bit integers as "
-                          "numbers); on error an \"error\" object (below)"))
+               "Print the daemon's reply as one line of JSON "
+               "(proto field names, every field present but an "
+               "optional one left unset, 64-bit integers as "
+               "numbers); on error an \"error\" object (below)")
       ->group(other);
   app.set_help_flag("-h,--help", "Print this help and exit")->group(other);
   app.set_version_flag("--version", VersionLine(kProgramName),
@@ -573,7 +505,7 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
 ParsedCommandLine ParseCommandLine(const std::vector<std::string>& args,
                                    absl::string_view default_server,
                                    std::ostream& out, std::ostream& err) {
-  CLI::App app(Wrap(kDescription, kHelpWidth), kProgramName);
+  CLI::App app(kDescription, kProgramName);
   RawFlags flags;
   DefineFlags(app, flags, default_server);
   ParsedCommandLine result;

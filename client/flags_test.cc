@@ -8,10 +8,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/failure.h"
 #include "client/paths.h"
 #include "client/requests.h"
 #include "client/test_util.h"
+#include "common/help_format.h"
 #include "common/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -246,9 +248,10 @@ TEST(HelpTest, DocumentsEveryFlagTheExamplesAndExitCodes) {
                                "--model-id ./my_artifact\n"));
   EXPECT_THAT(p.out, HasSubstr("rbln-artifact --set-memory-budget 0.8 "
                                "--model-id ./my_artifact\n"));
+  // Continued on a second line, to stay in 80 columns.
   EXPECT_THAT(p.out, HasSubstr("rbln-artifact --set-memory-budget 10GB "
-                               "--model-id ./my_artifact --output-dir "
-                               "./my_artifact_10gb\n"));
+                               "--model-id ./my_artifact \\\n"
+                               "      --output-dir ./my_artifact_10gb\n"));
   EXPECT_THAT(p.out, HasSubstr("Exit codes:"));
   EXPECT_THAT(p.out, HasSubstr("  3  cannot connect to the daemon"));
   EXPECT_THAT(p.out,
@@ -258,6 +261,9 @@ TEST(HelpTest, DocumentsEveryFlagTheExamplesAndExitCodes) {
   // The exclusions are summed up in the group title, not on every line.
   EXPECT_THAT(p.out, HasSubstr("Operations (exactly one)"));
   EXPECT_THAT(p.out, Not(HasSubstr("Excludes")));
+  for (absl::string_view line : absl::StrSplit(p.out, '\n')) {
+    EXPECT_LE(line.size(), kHelpWidth) << line;
+  }
 }
 
 // --- Valid command lines and the requests they make. ---

@@ -1,6 +1,7 @@
 #include "server/daemon_flags.h"
 
 #include <cmath>
+#include <memory>
 #include <utility>
 
 #include "CLI/CLI.hpp"
@@ -9,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/defaults.h"
 #include "common/flag_errors.h"
+#include "common/help_format.h"
 #include "common/version.h"
 #include "server/auth.h"
 #include "server/listen_checks.h"
@@ -17,7 +19,38 @@
 namespace rbln {
 namespace {
 
-constexpr char kExitCodesHelp[] =
+// After the options, in 80 columns.
+constexpr char kFooter[] =
+    "Examples:\n"
+    "  rbln-artifactd --store /srv/artifacts\n"
+    "  rbln-artifactd --config /etc/rbln-artifactd/rbln-artifactd.conf\n"
+    "  rbln-artifactd --listen 0.0.0.0:50051 --tls-cert tls.crt --tls-key "
+    "tls.key \\\n"
+    "      --tls-client-ca ca.crt --operators cn:fleet-job\n"
+    "\n"
+    "Available DRAM (what a budget such as 0.8 is a fraction of), the first "
+    "of:\n"
+    "  1. --device-dram (or device-dram in the --config file)\n"
+    "  2. the probe: rbln-smi's device table, when the tool is found, with\n"
+    "     the spec table's figures for each device's name\n"
+    "  3. the spec table (RBLN-CA*: 16 GiB - 288 MiB, RBLN-CR*: 4 x (36 GiB -\n"
+    "     1 GiB)) when no tool is found, or, with a warning in every reply,\n"
+    "     when it fails, hangs or prints something unreadable\n"
+    "The artifact's target NPU decides the spec; probed devices of another\n"
+    "family are a warning. rbln-artifact --device-info shows what the daemon\n"
+    "uses.\n"
+    "\n"
+    "Environment:\n"
+    "  RBLN_ARTIFACTD_STORE   the default --store\n"
+    "  RBLN_ARTIFACTD_SOCKET  the default --listen (a socket path), as it is\n"
+    "                         rbln-artifact's default --server\n"
+    "  RUNTIME_DIRECTORY      set by systemd (RuntimeDirectory=): the default\n"
+    "                         socket is made there\n"
+    "\n"
+    "Callers: on the Unix socket uid 0 and the daemon's own uid write, others\n"
+    "read; over TCP a caller is named by its certificate (cn:NAME) or token\n"
+    "(token:NAME), and only --operators write.\n"
+    "\n"
     "Exit codes:\n"
     "  0   stopped cleanly (SIGTERM or SIGINT)\n"
     "  1   requests did not end within the grace period plus 5 s\n"
@@ -80,244 +113,302 @@ struct RawFlags {
   bool no_dir_watch = false;
 };
 
-// Where the artifacts are and where the daemon listens; --config.
-void AddStoreAndListenFlags(CLI::App& app, RawFlags& raw) {
+// "N seconds", for a default in words.
+std::string Seconds(double seconds) {
+  return absl::StrCat(seconds, " seconds");
+}
+
+// The store and the roots served read-only beside it.
+void AddStoreFlags(CLI::App& app, RawFlags& raw) {
+  const std::string group = "Store and roots";
   app.add_option("--store", raw.store_dir,
-                 "Artifact store directory (created if missing)")
-      ->capture_default_str();
-  app.add_option("--listen", raw.listen,
-                 "Address to serve: unix:PATH, HOST:PORT or an absolute "
-                 "path (a Unix socket); repeatable "
-                 "(default " +
-                     DefaultServerAddress() + ")");
-  app.set_config("--config", "",
-                 "Read flags from a TOML/INI file: one `name = value` line "
-                 "per long flag without its dashes (store = \"/srv/a\", "
-                 "listen = [\"unix:/run/a.sock\"], device-dram = \"16GiB\"); "
-                 "flags on the command line win")
-      ->type_name("FILE");
-  // A misspelt entry would otherwise be dropped silently, and the daemon
-  // would run with a default the operator meant to change.
-  app.allow_config_extras(CLI::config_extras_mode::error);
+                 "The artifact store, the one directory the daemon writes; "
+                 "created if missing (default: $RBLN_ARTIFACTD_STORE, else "
+                 "/var/lib/rbln-artifactd for root, else "
+                 "~/.local/share/rbln-artifactd, else "
+                 "/tmp/rbln-artifactd-store-UID without $HOME)")
+      ->option_text("DIR")
+      ->group(group);
   app.add_option("--read-only-root", raw.read_only_roots,
                  "Serve the artifacts under DIR read-only, named NAME:path "
-                 "(NAME defaults to DIR's last component): they can be read, "
-                 "described, fitted with a dry run and copied into the store "
-                 "with --output-dir, never changed; symbolic links inside DIR "
-                 "are followed when they stay inside it (a Hugging Face "
-                 "cache). Repeatable")
-      ->type_name("[NAME=]DIR");
+                 "(NAME: DIR's last component unless given): they can be "
+                 "read, described, fitted with a dry run and copied into the "
+                 "store with --output-dir, never changed; symbolic links "
+                 "inside DIR are followed when they stay inside it (a Hugging "
+                 "Face cache). Repeatable (default: none)")
+      ->type_name("[NAME=]DIR")
+      ->group(group);
+}
+
+// Where the daemon listens, and its Unix sockets' mode and group.
+void AddListenFlags(CLI::App& app, RawFlags& raw) {
+  const std::string group = "Listening and sockets";
+  app.add_option("--listen", raw.listen,
+                 "Serve on ADDR: unix:PATH, HOST:PORT or an absolute path (a "
+                 "Unix socket); repeatable (default: $RBLN_ARTIFACTD_SOCKET, "
+                 "else $RUNTIME_DIRECTORY/rbln-artifactd.sock under systemd, "
+                 "else /run/rbln-artifactd/rbln-artifactd.sock for root, else "
+                 "$XDG_RUNTIME_DIR/rbln-artifactd.sock, else "
+                 "/tmp/rbln-artifactd-UID.sock)")
+      ->option_text("ADDR")
+      ->group(group);
+  app.add_option("--socket-mode", raw.socket_mode_text,
+                 absl::StrCat("Mode of the Unix sockets, octal (default: ",
+                              raw.socket_mode_text, ")"))
+      ->type_name("MODE")
+      ->group(group);
+  app.add_option("--socket-group", raw.socket_group,
+                 "Group of the Unix sockets (a name or number), set once the "
+                 "daemon listens: with mode 0660 its members, such as a "
+                 "serving process that is not root, may connect (default: "
+                 "the daemon's group)")
+      ->type_name("GROUP")
+      ->group(group);
+  app.add_option("--health-listen", raw.health_listen,
+                 "Also serve gRPC health checking (grpc.health.v1.Health, "
+                 "the same status as the main listeners) and nothing else on "
+                 "HOST:PORT, plaintext and to any caller: for probes without "
+                 "a client certificate, such as kubelet's (default: off)")
+      ->type_name("HOST:PORT")
+      ->group(group);
+  app.add_flag("--allow-insecure-tcp", raw.allow_insecure_tcp,
+               "Allow a TCP listener on a non-loopback address without TLS, "
+               "with a warning at start (default: refused)")
+      ->group(group);
 }
 
 // Where the device DRAM figures come from.
 void AddDeviceFlags(CLI::App& app, RawFlags& raw) {
+  const std::string group = "Devices and DRAM";
   app.add_option("--device-dram", raw.device_dram,
-                 "Override the device DRAM: BYTES[,CHIPLETS] per device, e.g. "
-                 "16GiB or 144GiB,4 (GB is binary too, as in budgets: 16GB = "
-                 "16GiB; a bare number is bytes, and must be at least 1 GiB: "
-                 "17179869184); wins over the probe and the spec table, and "
-                 "needs no NPU named by the artifact");
+                 "Override each device's DRAM: 16GiB, or 144GiB,4 for 4 "
+                 "chiplets (GB is binary too, as in budgets: 16GB = 16GiB; a "
+                 "bare number is bytes, at least 1 GiB: 17179869184); wins "
+                 "over the probe and the spec table, and needs no NPU named "
+                 "by the artifact (default: none)")
+      ->option_text("BYTES[,CHIPLETS]")
+      ->group(group);
   app.add_option("--rbln-smi", raw.rbln_smi,
                  "The device probe: PATH of rbln-smi (or rbln-stat) to run "
                  "for the host's NPUs and their DRAM; 'none' for the spec "
-                 "table only (default: rbln-smi on PATH, else rbln-stat)")
-      ->type_name("PATH");
+                 "table only (default: rbln-smi on $PATH, else rbln-stat)")
+      ->type_name("PATH")
+      ->group(group);
   app.add_option("--probe-timeout-seconds", raw.probe_timeout_s,
                  "How long the probe may run before it is killed and the spec "
-                 "table answers instead (with a warning); at most 30, well "
-                 "inside a client's deadline")
+                 "table answers instead (with a warning); 0.01 to 30, well "
+                 "inside a client's deadline (default: " +
+                     Seconds(raw.probe_timeout_s) + ")")
+      ->option_text("SECONDS")
       ->check(CLI::Range(0.01, 30.0))
-      ->capture_default_str();
+      ->group(group);
 }
 
 // The external codec.
 void AddCodecFlags(CLI::App& app, RawFlags& raw) {
+  const std::string group = "Codec";
   app.add_option("--codec-command", raw.codec_command,
                  "Start this external codec for .rbln files the built-in one "
-                 "does not read (docs/real-artifacts.md), e.g. "
-                 "\"/usr/bin/python3 /usr/libexec/rbln-artifactd/"
-                 "rbln_codec_rebel.py\": split into words as a shell would "
-                 "(quotes, backslashes), never expanded, run without a "
-                 "shell, with the daemon's environment")
-      ->type_name("\"CMD ARGS\"");
+                 "does not read, e.g. \"/usr/bin/python3 "
+                 "/usr/libexec/rbln-artifactd/rbln_codec_rebel.py\": split "
+                 "into words as a shell would (quotes, backslashes), never "
+                 "expanded, run without a shell, with the daemon's "
+                 "environment (default: none)")
+      ->type_name("\"CMD ARGS\"")
+      ->group(group);
   app.add_option("--codec-user", raw.codec_user,
                  "The user the codec runs as when the daemon is root (it can "
                  "then read only the files it is handed and write only its "
-                 "scratch directory); a name or a number")
+                 "scratch directory); a name or a number (default: " +
+                     raw.codec_user + ")")
       ->type_name("USER")
-      ->capture_default_str();
+      ->group(group);
   app.add_option("--codec-timeout-seconds", raw.codec_timeout_s,
                  "How long one codec request (loading a model, rescaling it) "
-                 "may take; a codec that takes longer is killed and "
-                 "restarted, and that request fails")
+                 "may take, 1 to 86400; a codec that takes longer is killed "
+                 "and restarted, and that request fails (default: " +
+                     Seconds(raw.codec_timeout_s) + ")")
+      ->option_text("SECONDS")
       ->check(CLI::Range(1, 86400))
-      ->capture_default_str();
-  app.add_option("--codec-workers", raw.codec_workers,
-                 "Codec processes at most, each serving one request at a "
-                 "time; more requests wait for one")
+      ->group(group);
+  app.add_option(
+         "--codec-workers", raw.codec_workers,
+         absl::StrCat("Codec processes at most, 1 to ", kMaxCodecWorkers,
+                      ", each serving one request at a time; more "
+                      "requests wait for one (default: ",
+                      raw.codec_workers, ")"))
+      ->option_text("N")
       ->check(CLI::Range(1, kMaxCodecWorkers))
-      ->capture_default_str();
-}
-
-// The Unix sockets' mode and group.
-void AddSocketFlags(CLI::App& app, RawFlags& raw) {
-  app.add_option("--socket-mode", raw.socket_mode_text,
-                 "Mode of the Unix sockets, octal")
-      ->type_name("MODE")
-      ->capture_default_str();
-  app.add_option("--socket-group", raw.socket_group,
-                 "Group of the Unix sockets (a name or number), set once the "
-                 "daemon listens: with the default mode 0660 its members, "
-                 "such as a serving process that is not root, may connect")
-      ->type_name("GROUP");
-}
-
-// The log on stderr.
-void AddLogFlags(CLI::App& app, RawFlags& raw) {
-  app.add_option("--log-level", raw.log_level,
-                 "trace, debug, info, warn, error or off")
-      ->capture_default_str();
-  app.add_option("--log-format", raw.log_format_text,
-                 "text, or json: one JSON object a line (time in RFC 3339, "
-                 "level, message, and a request's fields as keys of their "
-                 "own), for log shippers")
-      ->capture_default_str();
-  app.add_option("--log-linger-ms", raw.log_linger_ms,
-                 "How long an informational log line (a read's request "
-                 "line) may wait to be written together with the lines "
-                 "that follow it, so that a busy daemon makes one write for "
-                 "many requests; a change's line and every warning are "
-                 "written before the reply whatever this is. 0: every line "
-                 "at once")
-      ->check(CLI::Range(0.0, 60000.0))
-      ->capture_default_str();
+      ->group(group);
 }
 
 // Writes: how many at once, and how they end.
 void AddWriteFlags(CLI::App& app, RawFlags& raw) {
+  const std::string group = "Writes and shutdown";
   app.add_option("--max-concurrent-writes", raw.max_writes,
-                 "Writes running at once; more are refused with UNAVAILABLE")
+                 absl::StrCat("Writes running at once, 1 to 64; more are "
+                              "refused with UNAVAILABLE (default: ",
+                              raw.max_writes, ")"))
+      ->option_text("N")
       ->check(CLI::Range(1, 64))
-      ->capture_default_str();
+      ->group(group);
   app.add_option("--shutdown-grace-seconds", raw.shutdown_grace_s,
-                 "On SIGTERM/SIGINT, how long running writes may take to "
-                 "finish; then writes not yet committed are cancelled "
-                 "(nothing changes) and the daemon exits within 5 s more, "
-                 "even with a thread stuck in the kernel")
+                 "On SIGTERM or SIGINT, how long running writes may take to "
+                 "finish, 0 to 3600; then writes not yet committed are "
+                 "cancelled (nothing changes) and the daemon exits within 5 s "
+                 "more, even with a thread stuck in the kernel (default: " +
+                     Seconds(raw.shutdown_grace_s) + ")")
+      ->option_text("SECONDS")
       ->check(CLI::Range(0.0, 3600.0))
-      ->capture_default_str();
+      ->group(group);
   app.add_option("--old-version-grace-seconds", raw.old_version_grace_s,
                  "After an in-place write (or one that replaces an output "
                  "directory) has replied, how long the old version stays "
                  "beside the artifact as .NAME.retired-HEX before it is "
                  "removed in the background, so that a serving process that "
                  "opened the artifact directory before the swap and reads "
-                 "its files with openat() finishes on it "
-                 "(docs/commit-protocol.md); 0: removed before the reply. "
-                 "Removed at once when a write finds the disk full, and "
-                 "when the daemon stops")
+                 "its files with openat() finishes on it; 0 to 86400, 0: "
+                 "removed before the reply. Removed at once when a write "
+                 "finds the disk full, and when the daemon stops (default: " +
+                     Seconds(raw.old_version_grace_s) + ")")
+      ->option_text("SECONDS")
       ->check(CLI::Range(0.0, 86400.0))
-      ->capture_default_str();
+      ->group(group);
 }
 
-// TLS on the TCP listeners.
-void AddTlsFlags(CLI::App& app, RawFlags& raw) {
+// TLS on the TCP listeners, and who may write.
+void AddCallerFlags(CLI::App& app, RawFlags& raw) {
+  const std::string group = "TLS and callers";
   app.add_option("--tls-cert", raw.tls_cert,
                  "Serve TCP listeners over TLS with this certificate chain "
-                 "(PEM); needs --tls-key")
-      ->type_name("FILE");
+                 "(PEM); needs --tls-key (default: none, plaintext)")
+      ->type_name("FILE")
+      ->group(group);
   app.add_option("--tls-key", raw.tls_key,
-                 "The private key of --tls-cert (PEM)")
-      ->type_name("FILE");
+                 "The private key of --tls-cert, PEM (default: none)")
+      ->type_name("FILE")
+      ->group(group);
   app.add_option("--tls-client-ca", raw.tls_client_ca,
                  "Require TCP clients to present a certificate issued by "
                  "this CA (PEM); its Common Name names the caller (cn:NAME). "
-                 "Needs --tls-cert")
-      ->type_name("FILE");
+                 "Needs --tls-cert (default: none, no certificate asked)")
+      ->type_name("FILE")
+      ->group(group);
   app.add_option("--tls-reload-seconds", raw.tls_reload_seconds,
                  "How often the TLS files are checked for a rotation, as "
-                 "SIGHUP does at once (0: only on SIGHUP); connections stay "
-                 "up, and a set that fails its checks keeps the old one")
+                 "SIGHUP does at once; 0 to 86400, 0: only on SIGHUP. "
+                 "Connections stay up, and a set that fails its checks keeps "
+                 "the old one (default: " +
+                     Seconds(raw.tls_reload_seconds) + ")")
+      ->option_text("SECONDS")
       ->check(CLI::Range(0, 86400))
-      ->capture_default_str();
-}
-
-// Who may call, and the other listeners (health, metrics).
-void AddCallerFlags(CLI::App& app, RawFlags& raw) {
-  app.add_option("--health-listen", raw.health_listen,
-                 "Also serve gRPC health checking (grpc.health.v1.Health, "
-                 "the same status as the main listeners) and nothing else on "
-                 "HOST:PORT, plaintext and to any caller: for probes without "
-                 "a client certificate, such as kubelet's")
-      ->type_name("HOST:PORT");
-  app.add_flag("--allow-insecure-tcp", raw.allow_insecure_tcp,
-               "Allow a TCP listener on a non-loopback address without TLS "
-               "(a warning at start); refused otherwise");
+      ->group(group);
   app.add_option("--tokens", raw.tokens_file,
                  "Bearer tokens: lines of NAME SHA256-HEX-OF-TOKEN ('#' "
-                 "comments); a caller with one is token:NAME. TCP callers "
+                 "comments); a caller with one is token:NAME, and TCP callers "
                  "without a certificate must then send one. Reloaded on "
-                 "SIGHUP")
-      ->type_name("FILE");
+                 "SIGHUP (default: none)")
+      ->type_name("FILE")
+      ->group(group);
   app.add_option("--operators", raw.operators,
                  "Callers who may write, comma-separated: cn:NAME, "
-                 "token:NAME, uid:N, user:NAME, group:NAME (everyone else "
-                 "reads and dry-runs); on the Unix socket uid 0 and the "
-                 "daemon's own uid are operators too")
-      ->type_name("LIST");
+                 "token:NAME, uid:N, user:NAME, group:NAME; everyone else "
+                 "reads and dry-runs. Repeatable (default: none but, on the "
+                 "Unix socket, uid 0 and the daemon's own uid)")
+      ->type_name("LIST")
+      ->group(group);
+  app.add_flag("--no-default-operators", raw.no_default_operators,
+               "Unix-socket peers with uid 0 or the daemon's uid are not "
+               "operators unless --operators lists them (default: they are)")
+      ->group(group);
+}
+
+// The log on stderr, and the metrics.
+void AddLogFlags(CLI::App& app, RawFlags& raw) {
+  const std::string group = "Logging and metrics";
+  app.add_option("--log-level", raw.log_level,
+                 "trace, debug, info, warn, error or off (default: " +
+                     raw.log_level + ")")
+      ->option_text("LEVEL")
+      ->group(group);
+  app.add_option("--log-format", raw.log_format_text,
+                 "text, or json: one JSON object a line (time in RFC 3339, "
+                 "level, message, and a request's fields as keys of their "
+                 "own), for log shippers (default: " +
+                     raw.log_format_text + ")")
+      ->option_text("FORMAT")
+      ->group(group);
+  app.add_option(
+         "--log-linger-ms", raw.log_linger_ms,
+         absl::StrCat("How long an informational log line (a read's request "
+                      "line) may wait to be written together with the lines "
+                      "that follow it, so that a busy daemon makes one write "
+                      "for many requests; 0 to 60000, 0: every line at once. "
+                      "A change's line and every warning are written before "
+                      "the reply whatever this is (default: ",
+                      raw.log_linger_ms, " ms)"))
+      ->option_text("MS")
+      ->check(CLI::Range(0.0, 60000.0))
+      ->group(group);
   app.add_option("--metrics-listen", raw.metrics_listen,
                  "Serve Prometheus metrics over plain HTTP at "
                  "http://HOST:PORT/metrics (requests, commits, bytes copied, "
                  "lock waits, probes, ...; counts only, no names): bind it to "
-                 "loopback or a network you trust. Off by default")
-      ->type_name("HOST:PORT");
-  app.add_flag("--no-default-operators", raw.no_default_operators,
-               "Unix-socket peers with uid 0 or the daemon's uid are not "
-               "operators unless --operators lists them");
+                 "loopback or a network you trust (default: off)")
+      ->type_name("HOST:PORT")
+      ->group(group);
 }
 
 // The artifact cache's read leases and directory watch.
 void AddCacheFlags(CLI::App& app, RawFlags& raw) {
+  const std::string group = "Caches";
   app.add_flag("--no-read-leases", raw.no_read_leases,
                "Take no read leases on cached artifacts' files: every Get and "
                "Describe then stats each file again, and a writer's open of "
-               "such a file never waits for this daemon "
-               "(docs/performance.md)");
+               "such a file never waits for this daemon (default: leases are "
+               "taken)")
+      ->group(group);
   app.add_flag("--no-dir-watch", raw.no_dir_watch,
                "Watch no cached artifact's directory with inotify: every Get "
-               "and Describe then stats the directory's name again "
-               "(docs/performance.md)");
+               "and Describe then stats the directory's name again (default: "
+               "watched)")
+      ->group(group);
 }
 
-// The help's closing text: DRAM, environment, example, callers, exit codes.
-void AddFooter(CLI::App& app) {
-  app.footer(
-      "Available DRAM (what a budget like 0.8 is a fraction of), in order of "
-      "choice:\n  1. --device-dram (or device-dram in the --config file)\n  "
-      "2. the live probe: rbln-smi's device table, when the tool is found; "
-      "figures from the spec table by the device's name, exactly\n  3. the "
-      "spec table (RBLN-CA*: 16 GiB - 288 MiB, RBLN-CR*: 4 x (36 GiB - 1 "
-      "GiB)) when no tool is found, or, with a warning in every reply, when "
-      "it fails, hangs or prints something unreadable.\nThe artifact's "
-      "target NPU decides the spec; probed devices of another family are a "
-      "warning. rbln-artifact --device-info shows what the daemon uses.\n"
-      "Environment: RBLN_ARTIFACTD_STORE changes the default --store; "
-      "RBLN_ARTIFACTD_SOCKET (a path) the default --listen, as it does "
-      "rbln-artifact's default --server (where RBLN_ARTIFACTD_ADDRESS wins "
-      "over it). Without it the socket is "
-      "$RUNTIME_DIRECTORY/rbln-artifactd.sock "
-      "under systemd (RuntimeDirectory=), else "
-      "/run/rbln-artifactd/rbln-artifactd.sock for root, else "
-      "$XDG_RUNTIME_DIR/rbln-artifactd.sock, else "
-      "/tmp/rbln-artifactd-UID.sock.\nExample:\n  rbln-artifactd --store "
-      "/srv/artifacts --listen unix:/run/rbln-artifactd/rbln-artifactd.sock "
-      "--listen "
-      "0.0.0.0:50051 --tls-cert tls.crt --tls-key tls.key --tls-client-ca "
-      "ca.crt --operators cn:fleet-job\n"
-      "Callers: on the Unix socket uid 0 and the daemon's uid write, others "
-      "read; over TCP callers are named by certificate (cn:NAME) or token "
-      "(token:NAME) and only --operators write; see docs/security.md.\n" +
-      std::string(kExitCodesHelp));
+// --config, --help and --version, listed last.
+void AddConfigAndHelpFlags(CLI::App& app) {
+  const std::string group = "Config file and help";
+  app.set_config("--config", "",
+                 "Read flags from a TOML/INI file: one `name = value` line "
+                 "per long flag without its dashes (store = \"/srv/a\", "
+                 "listen = [\"unix:/run/a.sock\"], device-dram = \"16GiB\"); "
+                 "flags on the command line win (default: none)")
+      ->type_name("FILE")
+      ->group(group);
+  // A misspelt entry would otherwise be dropped silently, and the daemon
+  // would run with a default the operator meant to change.
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  app.set_help_flag("-h,--help", "Print this help and exit")->group(group);
+  app.set_version_flag("--version", VersionLine(kDaemonProgramName),
+                       "Print the version and the git commit, and exit")
+      ->group(group);
+}
+
+// Every flag of `app`, into `raw`, in the order --help lists them.
+void DefineFlags(CLI::App& app, RawFlags& raw) {
+  app.formatter(std::make_shared<HelpFormatter>());
+  app.footer(kFooter);
+  // Re-added last (AddConfigAndHelpFlags) so that it is listed there.
+  app.set_help_flag();
+  AddStoreFlags(app, raw);
+  AddListenFlags(app, raw);
+  AddDeviceFlags(app, raw);
+  AddCodecFlags(app, raw);
+  AddWriteFlags(app, raw);
+  AddCallerFlags(app, raw);
+  AddLogFlags(app, raw);
+  AddCacheFlags(app, raw);
+  AddConfigAndHelpFlags(app);
 }
 
 // The range checks pass NaN ("nan" parses as a number, and compares with
@@ -514,25 +605,14 @@ std::optional<DaemonError> ParseDaemonFlags(
     const std::vector<std::string>& args, DaemonConfig* config,
     std::ostream& out, std::ostream& err) {
   CLI::App app{
-      "rbln-artifactd: reads and changes kvcache_num_blocks of compiled NPU "
-      "artifacts in a store, for rbln-artifact and other gRPC clients "
+      "Reads and changes kvcache_num_blocks of the compiled NPU model "
+      "artifacts in its store, for rbln-artifact and other gRPC clients "
       "(rbln.artifact.v1.ArtifactService, with health checking and "
       "reflection).",
       kDaemonProgramName};
-  app.set_version_flag("--version", VersionLine(kDaemonProgramName),
-                       "Print the version and the git commit, and exit");
   *config = DaemonConfig();
   RawFlags raw(*config);
-  AddStoreAndListenFlags(app, raw);
-  AddDeviceFlags(app, raw);
-  AddCodecFlags(app, raw);
-  AddSocketFlags(app, raw);
-  AddLogFlags(app, raw);
-  AddWriteFlags(app, raw);
-  AddTlsFlags(app, raw);
-  AddCallerFlags(app, raw);
-  AddCacheFlags(app, raw);
-  AddFooter(app);
+  DefineFlags(app, raw);
   if (std::optional<int> exit_code =
           ParseFlags(app, args, kDaemonProgramName,
                      {.usage = kExitUsage, .config = kExitConfig}, out, err)) {

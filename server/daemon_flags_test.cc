@@ -2,11 +2,16 @@
 
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/defaults.h"
+#include "common/help_format.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,6 +20,7 @@ namespace rbln {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 struct Parsed {
@@ -113,6 +119,67 @@ TEST(DaemonFlagsTest, HelpAndVersionEndTheProcessCleanly) {
   ASSERT_TRUE(version.error.has_value());
   EXPECT_EQ(version.error->exit_code, 0);
   EXPECT_THAT(version.out, StartsWith("rbln-artifactd"));
+}
+
+// The option entries of `help` before its footer: each option line with
+// the description lines that follow it, keyed by the option's name as listed
+// ("--store", "-h,--help").
+std::vector<std::pair<std::string, std::string>> HelpEntries(
+    absl::string_view help) {
+  help = help.substr(0, help.find("\nExamples:\n"));
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (absl::string_view line : absl::StrSplit(help, '\n')) {
+    if (absl::StartsWith(line, "  -")) {
+      absl::string_view name = line.substr(2);
+      name = name.substr(0, name.find(' '));
+      entries.emplace_back(std::string(name), std::string(line));
+    } else if (!entries.empty() && absl::StartsWith(line, "      ")) {
+      absl::StrAppend(&entries.back().second, " ",
+                      absl::StripLeadingAsciiWhitespace(line));
+    }
+  }
+  return entries;
+}
+
+TEST(DaemonFlagsTest, HelpFitsEightyColumnsAndGivesEachDefaultInWords) {
+  const Parsed help = Parse({"--help"});
+  for (absl::string_view line : absl::StrSplit(help.out, '\n')) {
+    EXPECT_LE(line.size(), kHelpWidth) << line;
+  }
+  const auto entries = HelpEntries(help.out);
+  EXPECT_GE(entries.size(), 30);
+  for (const auto& [name, text] : entries) {
+    if (name == "-h,--help" || name == "--version") continue;
+    EXPECT_THAT(text, HasSubstr("(default: ")) << name;
+  }
+  EXPECT_THAT(help.out, HasSubstr("(default: 120 seconds)"));
+  EXPECT_THAT(help.out, HasSubstr("1 to 86400"));
+  // No CLI11 type, check or default annotation, and no repository path.
+  for (const char* noise : {" INT", " UINT", " FLOAT", " TEXT", "INT:", " in [",
+                            "=120", "docs/", "deploy/", "tests/"}) {
+    EXPECT_THAT(help.out, Not(HasSubstr(noise)));
+  }
+}
+
+TEST(DaemonFlagsTest, HelpGroupsTheFlagsByPurpose) {
+  const Parsed help = Parse({"--help"});
+  size_t at = 0;
+  for (const char* title :
+       {"\nStore and roots:\n  --store DIR ",
+        "\nListening and sockets:\n  --listen ADDR ",
+        "\nDevices and DRAM:\n  --device-dram BYTES[,CHIPLETS]\n",
+        "\nCodec:\n  --codec-command \"CMD ARGS\" ",
+        "\nWrites and shutdown:\n  --max-concurrent-writes N ",
+        "\nTLS and callers:\n  --tls-cert FILE ",
+        "\nLogging and metrics:\n  --log-level LEVEL ",
+        "\nCaches:\n  --no-read-leases ",
+        "\nConfig file and help:\n  --config FILE ", "\nExamples:\n",
+        "\nAvailable DRAM", "\nEnvironment:\n",
+        "\nCallers:", "\nExit codes:\n"}) {
+    const size_t found = help.out.find(title, at);
+    EXPECT_NE(found, std::string::npos) << title << " in order";
+    if (found != std::string::npos) at = found;
+  }
 }
 
 TEST(DaemonFlagsTest, ParserErrorsArePrintedByTheParser) {

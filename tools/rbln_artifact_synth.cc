@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/flag_errors.h"
+#include "common/help_format.h"
 #include "common/version.h"
 #include "core/budget.h"
 #include "core/os/env.h"
@@ -64,59 +66,93 @@ struct SynthFlags {
   CLI::Option* blocks = nullptr;
 };
 
-// The program's description, footer and version flag.
-void DescribeProgram(CLI::App& app) {
-  app.footer(
-      "Exit codes:\n"
-      "  0  the artifact was written\n"
-      "  1  it could not be written (the message says why)\n"
-      "  2  usage error; nothing was written");
-  app.set_version_flag("--version", rbln::VersionLine(kProgramName),
-                       "Print the version and the git commit, and exit");
+// After the options, in 80 columns.
+constexpr char kFooter[] =
+    "Examples:\n"
+    "  rbln-artifact-synth --preset llama3-8b-ca12-tp4 --out ./store/llama\n"
+    "  rbln-artifact-synth --preset tiny --layers 4 --payload-bytes 1GiB \\\n"
+    "      --out ./store/big\n"
+    "\n"
+    "Exit codes:\n"
+    "  0  the artifact was written\n"
+    "  1  it could not be written (the message says why)\n"
+    "  2  usage error; nothing was written";
+
+// What to write and where.
+void DefineArtifactFlags(CLI::App& app, SynthFlags& f) {
+  const std::string group = "Artifact";
+  app.add_option("--preset", f.preset,
+                 absl::StrCat("The model to start from: ",
+                              absl::StrJoin(rbln::PresetNames(), ", "),
+                              " (default: ", f.preset, ")"))
+      ->option_text("NAME")
+      ->group(group);
+  app.add_option("--out", f.out,
+                 "Directory to create (must not exist; missing parent "
+                 "directories are created); required")
+      ->type_name("DIR")
+      ->required()
+      ->group(group);
+}
+
+// The dimensions, each overriding the preset's when given.
+void DefineDimensionFlags(CLI::App& app, SynthFlags& f) {
+  const std::string group = "Dimensions (default: the preset's)";
+  rbln::SynthSpec& o = f.overrides;
+  const auto add = [&](const char* name, auto& value, const char* text,
+                       const char* value_name) {
+    return app.add_option(name, value, text)
+        ->option_text(value_name)
+        ->group(group);
+  };
+  f.layers = add("--layers", o.num_layers, "Decoder layers", "N");
+  f.kv_heads = add("--kv-heads", o.num_kv_heads, "KV heads", "N");
+  f.head_dim = add("--head-dim", o.head_dim, "Head dimension", "N");
+  f.dtype = add("--dtype", o.dtype, "float16, bfloat16 or float32", "DTYPE");
+  f.max_seq_len = add("--max-seq-len", o.max_seq_len, "max_seq_len (L)", "N");
+  f.block_size = add("--block-size", o.block_size,
+                     "kvcache_block_size / partition len (S)", "N");
+  f.batch = add("--batch-size", o.batch_size, "batch_size (B)", "N");
+  f.attn = add("--attn-impl", o.attn_impl, "eager or flash_attn", "IMPL");
+  f.npu = add("--npu", o.npu, "Target NPU, e.g. RBLN-CA12", "NAME");
+  f.devices = add("--num-devices", o.num_devices,
+                  "Devices (tensor parallel size)", "N");
+  f.decoders =
+      add("--decoder-batch-sizes", f.decoder_batches,
+          "Batch sizes of the decoder graphs, comma-separated", "N,...")
+          ->delimiter(',');
+  f.sliding = add("--sliding-window-layers", f.sliding_layers,
+                  "Layers with fixed sliding-window KV tensors, "
+                  "comma-separated",
+                  "N,...")
+                  ->delimiter(',');
+  f.window = add("--sliding-window", o.sliding_window,
+                 "Sliding window length in tokens", "N");
+  f.weights_opt = add("--weight-bytes", f.weights,
+                      "Device memory for weights over all devices", "BYTES");
+  f.payload_opt = add("--payload-bytes", f.payload,
+                      "Payload bytes written over all .rbln files (real "
+                      "bytes, not holes)",
+                      "BYTES");
+  f.blocks = add("--kvcache-num-blocks", o.kvcache_num_blocks,
+                 "Compiled block count (default: what fits 100% of the "
+                 "device)",
+                 "N");
 }
 
 // Every flag of `app`, into `f`, in the order --help lists them.
 void DefineFlags(CLI::App& app, SynthFlags& f) {
-  rbln::SynthSpec& o = f.overrides;
-  app.add_option("--preset", f.preset,
-                 "Preset: " + absl::StrJoin(rbln::PresetNames(), ", "))
-      ->capture_default_str();
-  app.add_option("--out", f.out,
-                 "Directory to create (must not exist; missing parent "
-                 "directories are created)")
-      ->type_name("DIR")
-      ->required();
-
-  // Overrides, applied on top of the preset when given.
-  f.layers = app.add_option("--layers", o.num_layers, "Decoder layers");
-  f.kv_heads = app.add_option("--kv-heads", o.num_kv_heads, "KV heads");
-  f.head_dim = app.add_option("--head-dim", o.head_dim, "Head dimension");
-  f.dtype = app.add_option("--dtype", o.dtype, "float16, bfloat16 or float32");
-  f.max_seq_len =
-      app.add_option("--max-seq-len", o.max_seq_len, "max_seq_len (L)");
-  f.block_size = app.add_option("--block-size", o.block_size,
-                                "kvcache_block_size / partition len (S)");
-  f.batch = app.add_option("--batch-size", o.batch_size, "batch_size (B)");
-  f.attn = app.add_option("--attn-impl", o.attn_impl, "eager or flash_attn");
-  f.npu = app.add_option("--npu", o.npu, "Target NPU, e.g. RBLN-CA12");
-  f.devices = app.add_option("--num-devices", o.num_devices,
-                             "Devices (tensor parallel size)");
-  f.decoders = app.add_option("--decoder-batch-sizes", f.decoder_batches,
-                              "Batch sizes of the decoder graphs")
-                   ->delimiter(',');
-  f.sliding = app.add_option("--sliding-window-layers", f.sliding_layers,
-                             "Layers with fixed sliding-window KV tensors")
-                  ->delimiter(',');
-  f.window = app.add_option("--sliding-window", o.sliding_window,
-                            "Sliding window length in tokens");
-  f.weights_opt = app.add_option("--weight-bytes", f.weights,
-                                 "Device memory for weights over all devices");
-  f.payload_opt = app.add_option(
-      "--payload-bytes", f.payload,
-      "Payload bytes written over all .rbln files (real bytes, not holes)");
-  f.blocks = app.add_option(
-      "--kvcache-num-blocks", o.kvcache_num_blocks,
-      "Compiled block count (default: what fits 100% of the device)");
+  app.formatter(std::make_shared<rbln::HelpFormatter>());
+  app.footer(kFooter);
+  // Re-added last so that it is listed after the dimensions.
+  app.set_help_flag();
+  DefineArtifactFlags(app, f);
+  DefineDimensionFlags(app, f);
+  const std::string help = "Help";
+  app.set_help_flag("-h,--help", "Print this help and exit")->group(help);
+  app.set_version_flag("--version", rbln::VersionLine(kProgramName),
+                       "Print the version and the git commit, and exit")
+      ->group(help);
 }
 
 // The preset with the overrides given applied; INVALID_ARGUMENT names the
@@ -166,7 +202,6 @@ int main(int argc, char** argv) {
       "the model's shapes. Start from a preset; any dimension flag overrides "
       "it.",
       kProgramName};
-  DescribeProgram(app);
   SynthFlags flags;
   DefineFlags(app, flags);
   const std::vector<std::string> args(argv + 1, argv + argc);

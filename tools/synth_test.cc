@@ -5,6 +5,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/help_format.h"
 #include "core/format/artifact.h"
 #include "core/resize/fit.h"
 #include "core/testing/test_util.h"
@@ -257,6 +259,12 @@ TEST(SynthToolTest, ExitCodesAndMessagesNameTheProgram) {
   EXPECT_EQ(testing::RunCommand(absl::StrCat(tool, " --help"), &out), 0);
   EXPECT_THAT(out, HasSubstr("Exit codes:"));
   EXPECT_THAT(out, HasSubstr("2  usage error"));
+  // In 80 columns, with value names rather than CLI11's types.
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    EXPECT_LE(line.size(), kHelpWidth) << line;
+  }
+  EXPECT_THAT(out, HasSubstr("  --layers N "));
+  EXPECT_THAT(out, Not(HasSubstr("UINT")));
 }
 
 }  // namespace
