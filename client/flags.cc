@@ -31,7 +31,10 @@ constexpr char kDescription[] =
     "held by the rbln-artifactd daemon, without recompiling them. The flags "
     "are those of optimum-rbln-cli.";
 
-// After the options, in 80 columns.
+// After the options, in 80 columns. It starts with "Examples:", a heading
+// help2man takes for a section: the man page's include file
+// (man/rbln-artifact.h2m) replaces that section, and so all of this, with
+// its own, which has every example here (tests/man_pages_test.py).
 constexpr char kFooter[] =
     "Examples:\n"
     "  rbln-artifact --get-kvcache-num-blocks --model-id ./my_artifact\n"

@@ -55,11 +55,15 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${RBLN_DOC_DIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${RBLN_DOC_DIR}/docs
         FILES_MATCHING PATTERN "*.md")
 
-# Man pages, written by help2man from each program's --help (Debian's
-# help2man; a build without it builds everything else). The environment that
-# changes the help's defaults is cleared, so that the pages show the built-in
-# defaults (those of the user who builds: root's in CI and the package).
-# Sanitizer and fuzzing builds are never installed, and make none.
+# Man pages, written by help2man from each program's --help and the include
+# file man/PROGRAM.h2m, which adds the sections the help has not (EXIT
+# STATUS, ENVIRONMENT, FILES, EXAMPLES, SEE ALSO) and replaces what the help
+# prints after its options (Debian's help2man; a build without it builds
+# everything else). The environment that changes the help's defaults is
+# cleared, so that the pages show the built-in defaults (those of the user
+# who builds: root's in CI and the package). tests/man_pages_test.py renders
+# and checks them. Sanitizer and fuzzing builds are never installed, and make
+# none.
 find_program(HELP2MAN help2man)
 find_program(GZIP gzip)
 if(RBLN_SANITIZE OR RBLN_FUZZ)
@@ -74,6 +78,7 @@ elseif(HELP2MAN AND GZIP)
     list(GET page 1 section)
     list(GET page 2 summary)
     set(out ${RBLN_MAN_DIR}/${program}.${section}.gz)
+    set(include ${PROJECT_SOURCE_DIR}/man/${program}.h2m)
     add_custom_command(
       OUTPUT ${out}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${RBLN_MAN_DIR}
@@ -81,11 +86,12 @@ elseif(HELP2MAN AND GZIP)
               --unset=RBLN_ARTIFACTD_ADDRESS --unset=RBLN_ARTIFACTD_STORE
               ${HELP2MAN} --no-info --section=${section}
               --version-string=${PROJECT_VERSION} --name=${summary}
+              --include=${include}
               --output=${RBLN_MAN_DIR}/${program}.${section}
               $<TARGET_FILE:${program}>
       # -n: no name or time stamp in the .gz, so equal pages are equal files.
       COMMAND ${GZIP} -9nf ${RBLN_MAN_DIR}/${program}.${section}
-      DEPENDS ${program}
+      DEPENDS ${program} ${include}
       COMMENT "Writing the man page ${program}(${section}) with help2man"
       VERBATIM)
     list(APPEND RBLN_MAN_PAGES ${out})

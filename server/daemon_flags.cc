@@ -19,7 +19,10 @@
 namespace rbln {
 namespace {
 
-// After the options, in 80 columns.
+// After the options, in 80 columns. Its "Examples:" and "Environment:" are
+// headings help2man takes for sections: the man page's include file
+// (man/rbln-artifactd.h2m) replaces both, and so all of this, with its own,
+// which has every example here (tests/man_pages_test.py).
 constexpr char kFooter[] =
     "Examples:\n"
     "  rbln-artifactd --store /srv/artifacts\n"

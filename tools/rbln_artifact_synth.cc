@@ -66,7 +66,10 @@ struct SynthFlags {
   CLI::Option* blocks = nullptr;
 };
 
-// After the options, in 80 columns.
+// After the options, in 80 columns. It starts with "Examples:", a heading
+// help2man takes for a section: the man page's include file
+// (man/rbln-artifact-synth.h2m) replaces that section, and so all of this,
+// with its own, which has every example here (tests/man_pages_test.py).
 constexpr char kFooter[] =
     "Examples:\n"
     "  rbln-artifact-synth --preset llama3-8b-ca12-tp4 --out ./store/llama\n"
