@@ -58,7 +58,9 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${RBLN_DOC_DIR}/docs
 # Man pages, written by help2man from each program's --help and the include
 # file man/PROGRAM.h2m, which adds the sections the help has not (EXIT
 # STATUS, ENVIRONMENT, FILES, EXAMPLES, SEE ALSO) and replaces what the help
-# prints after its options (Debian's help2man; a build without it builds
+# prints after its options, then put in the order NAME, SYNOPSIS,
+# DESCRIPTION, OPTIONS, EXAMPLES, ENVIRONMENT, FILES, EXIT STATUS, SEE ALSO
+# (cmake/order_man_sections.pl) (Debian's help2man; a build without it builds
 # everything else). The environment that changes the help's defaults is
 # cleared, so that the pages show the built-in defaults (those of the user
 # who builds: root's in CI and the package). tests/man_pages_test.py renders
@@ -89,9 +91,13 @@ elseif(HELP2MAN AND GZIP)
               --include=${include}
               --output=${RBLN_MAN_DIR}/${program}.${section}
               $<TARGET_FILE:${program}>
+      COMMAND perl ${PROJECT_SOURCE_DIR}/cmake/order_man_sections.pl
+              ${RBLN_MAN_DIR}/${program}.${section} NAME SYNOPSIS DESCRIPTION
+              OPTIONS EXAMPLES ENVIRONMENT FILES "EXIT STATUS" "SEE ALSO"
       # -n: no name or time stamp in the .gz, so equal pages are equal files.
       COMMAND ${GZIP} -9nf ${RBLN_MAN_DIR}/${program}.${section}
       DEPENDS ${program} ${include}
+              ${PROJECT_SOURCE_DIR}/cmake/order_man_sections.pl
       COMMENT "Writing the man page ${program}(${section}) with help2man"
       VERBATIM)
     list(APPEND RBLN_MAN_PAGES ${out})

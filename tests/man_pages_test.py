@@ -29,9 +29,10 @@ SKIP = 77
 MAN_DIR = os.environ.get("RBLN_MAN_DIR", "build/man")
 BIN_DIR = os.environ.get("RBLN_BIN_DIR", "build/bin")
 WIDTH = 80
-# man-pages(7)'s order of the sections these pages have.
-SECTIONS = ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS",
-            "ENVIRONMENT", "FILES", "EXAMPLES", "SEE ALSO")
+# The sections of a page, in their order (issue 43; put in this order by
+# cmake/order_man_sections.pl).
+SECTIONS = ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXAMPLES",
+            "ENVIRONMENT", "FILES", "EXIT STATUS", "SEE ALSO")
 # program -> (section of the manual, the page's sections).
 PAGES = {
     "rbln-artifactd": ("8", SECTIONS),
