@@ -91,6 +91,14 @@ std::string FormatFit(const v1::FitDetails& fit, uint64_t num_blocks) {
   return line;
 }
 
+// "current -> v2" for an artifact named through a symbolic link the store
+// follows, else its name.
+std::string ArtifactWithLink(const std::string& artifact,
+                             const std::string& link_target) {
+  if (link_target.empty()) return artifact;
+  return absl::StrCat(artifact, " -> ", link_target);
+}
+
 // "store: DIR" and a line per read-only root, for --list and --server-info.
 std::string FormatRoots(
     const std::string& store,
@@ -159,11 +167,18 @@ ResizeOutput FormatResize(const CliOptions& options,
                                                       : reply.output_dir());
     absl::StrAppend(&output.out, "Set kvcache_num_blocks to ",
                     reply.new_num_blocks(), " for artifact at ", dir, "\n");
-    output.err = change;
+    std::vector<std::string> notes;
+    if (!reply.link_target().empty()) {
+      notes.push_back(ArtifactWithLink(reply.artifact(), reply.link_target()));
+    }
     if (!reply.written()) {
-      absl::StrAppend(&output.err, " (unchanged: nothing was written)");
+      notes.push_back("unchanged: nothing was written");
     } else if (!reply.output_dir().empty()) {
-      absl::StrAppend(&output.err, " (written to ", reply.output_dir(), ")");
+      notes.push_back(absl::StrCat("written to ", reply.output_dir()));
+    }
+    output.err = change;
+    if (!notes.empty()) {
+      absl::StrAppend(&output.err, " (", absl::StrJoin(notes, "; "), ")");
     }
     output.err += "\n";
   }
@@ -174,7 +189,8 @@ ResizeOutput FormatResize(const CliOptions& options,
 }
 
 std::string FormatDescribe(const v1::DescribeArtifactResponse& reply) {
-  std::string text = Field("artifact", reply.artifact());
+  std::string text = Field(
+      "artifact", ArtifactWithLink(reply.artifact(), reply.link_target()));
   text += Field(
       "model",
       absl::StrFormat("%s, %s, max_seq_len %d, block size %d, batch %d",
@@ -273,11 +289,12 @@ std::string FormatList(const v1::ListArtifactsResponse& reply) {
   if (any_error) columns.push_back({"ERROR"});
   std::vector<std::vector<std::string>> rows;
   for (const v1::ArtifactSummary& a : reply.artifacts()) {
+    const std::string name = ArtifactWithLink(a.artifact(), a.link_target());
     if (!a.error().empty()) {
-      rows.push_back({a.artifact(), "-", "-", "-", "-", a.error()});
+      rows.push_back({name, "-", "-", "-", "-", a.error()});
       continue;
     }
-    rows.push_back({a.artifact(), absl::StrCat(a.kvcache_num_blocks()), a.npu(),
+    rows.push_back({name, absl::StrCat(a.kvcache_num_blocks()), a.npu(),
                     absl::StrCat(a.num_nodes()), a.cls_name()});
   }
   return text + RenderTable(columns, rows) + skipped;

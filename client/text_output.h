@@ -24,10 +24,11 @@ std::string FormatGet(const rbln::artifact::v1::GetKvcacheNumBlocksResponse&);
 // artifact at DIR" (DIR: options.written_dir, else the reply's store joined
 // with the name written); a dry run prints "kvcache_num_blocks: P -> T (dry
 // run: nothing written)" instead of the Set line. On stderr what this client
-// tells beyond that: "kvcache_num_blocks: P -> T" with a suffix for no-ops
-// and output directories (not for a dry run: that line is on stdout), and
-// for a budget the budget and the bucket that limited the count, and where
-// the DRAM figures came from.
+// tells beyond that: "kvcache_num_blocks: P -> T" with a suffix for a
+// symbolic link followed ("current -> v2"), no-ops and output directories
+// (not for a dry run: that line is on stdout), and for a budget the budget
+// and the bucket that limited the count, and where the DRAM figures came
+// from.
 struct ResizeOutput {
   std::string out;
   std::string err;
@@ -37,6 +38,8 @@ ResizeOutput FormatResize(const CliOptions& options,
 // The artifact's facts and its memory table; after --verify, last, the line
 // "verified: N payload segments, B bytes, every checksum matched" and one
 // naming the graph files of an external codec, which carry no checksums.
+// Describe and --list show an artifact named through a symbolic link the
+// store follows as "current -> v2".
 std::string FormatDescribe(
     const rbln::artifact::v1::DescribeArtifactResponse& reply);
 std::string FormatList(const rbln::artifact::v1::ListArtifactsResponse& reply);

@@ -312,6 +312,49 @@ TEST(FormatTest, ListShowsReadOnlyRootsAndWhatWasSkipped) {
                         "you cannot read yourself"));
 }
 
+// A version link (docs/cli.md, "Version links"): the name asked, then the
+// target; stdout's lines stay optimum-rbln-cli's.
+TEST(FormatTest, AVersionLinkIsShownAsNameArrowTarget) {
+  CliOptions set;
+  set.operation = Operation::kSet;
+  set.written_dir = "/srv/store/current";
+  v1::ResizeResponse reply;
+  reply.set_artifact("current");
+  reply.set_link_target("v2");
+  reply.set_previous_num_blocks(16);
+  reply.set_new_num_blocks(10);
+  reply.set_written(true);
+  ResizeOutput output = FormatResize(set, reply);
+  EXPECT_EQ(output.out,
+            "Set kvcache_num_blocks to 10 for artifact at "
+            "/srv/store/current\n");
+  EXPECT_EQ(output.err, "kvcache_num_blocks: 16 -> 10 (current -> v2)\n");
+  reply.set_written(false);
+  EXPECT_EQ(FormatResize(set, reply).err,
+            "kvcache_num_blocks: 16 -> 10 (current -> v2; unchanged: nothing "
+            "was written)\n");
+  reply.set_written(true);
+  reply.set_output_dir("copy");
+  EXPECT_EQ(FormatResize(set, reply).err,
+            "kvcache_num_blocks: 16 -> 10 (current -> v2; written to copy)\n");
+
+  v1::DescribeArtifactResponse described;
+  described.set_artifact("current");
+  described.set_link_target("v2");
+  EXPECT_THAT(FormatDescribe(described),
+              HasSubstr("artifact:    current -> v2\n"));
+
+  v1::ListArtifactsResponse list;
+  v1::ArtifactSummary* linked = list.add_artifacts();
+  linked->set_artifact("current");
+  linked->set_link_target("v2");
+  linked->set_kvcache_num_blocks(10);
+  list.add_artifacts()->set_artifact("v2");
+  const std::string text = FormatList(list);
+  EXPECT_THAT(text, ContainsRegex("\ncurrent -> v2 +10 "));
+  EXPECT_THAT(text, ContainsRegex("\nv2 +0 "));
+}
+
 TEST(FormatTest, DeviceTable) {
   v1::GetDeviceInfoResponse reply = FromText<v1::GetDeviceInfoResponse>(R"pb(
     source: "spec table (no rbln-smi)"

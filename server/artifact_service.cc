@@ -185,12 +185,14 @@ std::optional<grpc::Status> ArtifactServiceImpl::Get(
   }
   if (!at.ok()) return log.Finish(at.status());
   if (!held) store_->KeepLocated(req.artifact(), *at);
+  std::string link_target;
   absl::StatusOr<std::shared_ptr<const ArtifactSummary>> summary =
-      store_->ReadSummary(**at, mode);
+      store_->ReadSummary(**at, mode, &link_target);
   if (!summary.ok()) return log.Finish(summary.status());
   if (*summary == nullptr) return std::nullopt;  // not cached
   const RblnConfig& config = (*summary)->config;
   resp->set_artifact(name);  // canonical: the read succeeded
+  resp->set_link_target(WireName(link_target));
   resp->set_kvcache_num_blocks(config.kvcache_num_blocks);
   resp->set_compiled_num_blocks((*summary)->compiled_num_blocks);
   resp->set_num_full_blocks(config.NumFullBlocks());
@@ -381,8 +383,9 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
   }
   if (!at.ok()) return log.Finish(at.status());
   if (!held) store_->KeepLocated(req.artifact(), *at);
-  absl::StatusOr<std::shared_ptr<const Artifact>> read =
-      store_->ReadShared(**at, {.verify_payload = req.verify_payload()}, mode);
+  std::string link_target;
+  absl::StatusOr<std::shared_ptr<const Artifact>> read = store_->ReadShared(
+      **at, {.verify_payload = req.verify_payload()}, mode, &link_target);
   if (!read.ok()) return log.Finish(read.status());
   if (*read == nullptr) return std::nullopt;  // not cached
   // Read before the device is asked for: a reply kept under it is made from
@@ -395,7 +398,7 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
     if (mode == ReadMode::kCachedOnly && !dram_->AnswersWithoutWaiting()) {
       return std::nullopt;
     }
-    made = DescribeReply(*read, name, generation, mode);
+    made = DescribeReply(*read, name, link_target, generation, mode);
   }
   *reply = grpc::ByteBuffer(&*made, 1);
   return log.Finish(absl::OkStatus());
@@ -403,7 +406,7 @@ std::optional<grpc::Status> ArtifactServiceImpl::Describe(
 
 grpc::Slice ArtifactServiceImpl::DescribeReply(
     const std::shared_ptr<const Artifact>& read, const std::string& name,
-    uint64_t generation, ReadMode mode) {
+    const std::string& link_target, uint64_t generation, ReadMode mode) {
   const absl::StatusOr<DramChoice> device = store_->DeviceFor(*read);
   // Kept only where the cache holds the artifact (ServeRead: this thread's
   // mode); one read from the files (a miss, a verify_payload) is a new
@@ -422,7 +425,7 @@ grpc::Slice ArtifactServiceImpl::DescribeReply(
           ? plans_.Plan(read, device->spec)
           : absl::StatusOr<std::shared_ptr<const MemoryPlan>>(device.status());
   v1::DescribeArtifactResponse resp;
-  FillDescription(read.get(), name, device, plan, &resp);
+  FillDescription(read.get(), name, link_target, device, plan, &resp);
   grpc::Slice made(resp.SerializeAsString());
   if (keep) describe_replies_.Insert(read, name, generation, device, made);
   return made;
@@ -459,8 +462,15 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
           "the directory to read or change it");
       continue;
     }
+    // The target as the read found it; as the listing did, when it failed.
+    std::string link_target;
     absl::StatusOr<std::shared_ptr<const ArtifactSummary>> read =
-        store_->ReadSummary(name);
+        store_->ReadSummary(name, ReadMode::kMayRead, &link_target);
+    if (const auto listed = listing->link_targets.find(name);
+        !read.ok() && listed != listing->link_targets.end()) {
+      link_target = listed->second;
+    }
+    summary->set_link_target(WireName(link_target));
     if (!read.ok()) {
       summary->set_error(
           WireText(absl::StrCat(absl::StatusCodeToString(read.status().code()),

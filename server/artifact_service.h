@@ -158,11 +158,14 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
                                        const v1::DescribeArtifactRequest& req,
                                        grpc::ByteBuffer* reply, ReadMode mode,
                                        ReadReactor* reactor);
-  // Describe's reply for `read` asked by `name`, for the device as it is
-  // now: one kept for the same device choice, else made (and kept when
-  // `mode` is kCachedOnly) under the device `generation` read before.
+  // Describe's reply for `read` asked by `name` (a link to `link_target`,
+  // or ""; the two determine it, as `read` is that target's), for the
+  // device as it is now: one kept for the same device choice, else made
+  // (and kept when `mode` is kCachedOnly) under the device `generation`
+  // read before.
   grpc::Slice DescribeReply(const std::shared_ptr<const Artifact>& read,
-                            const std::string& name, uint64_t generation,
+                            const std::string& name,
+                            const std::string& link_target, uint64_t generation,
                             ReadMode mode);
 
   // Runs a Set or Fit: admission, progress tracking, the store call, and the

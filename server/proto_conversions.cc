@@ -85,11 +85,12 @@ void FillRoots(const ArtifactStore& store, std::string* store_root,
 
 void FillDescription(
     const Artifact* artifact, const std::string& name,
-    const absl::StatusOr<DramChoice>& device,
+    const std::string& link_target, const absl::StatusOr<DramChoice>& device,
     const absl::StatusOr<std::shared_ptr<const MemoryPlan>>& plan,
     v1::DescribeArtifactResponse* resp) {
   const RblnConfig& config = artifact->config();
   resp->set_artifact(name);  // canonical: the read succeeded
+  resp->set_link_target(WireName(link_target));
   resp->set_cls_name(config.cls_name);
   resp->set_npu(artifact->npu());
   resp->set_num_nodes(artifact->num_nodes());
@@ -155,6 +156,7 @@ void FillResizeResponse(const WriteRequest& request, const WriteResult& result,
                         const std::string& store_root,
                         v1::ResizeResponse* resp) {
   resp->set_artifact(result.name);
+  resp->set_link_target(WireName(result.link_target));
   resp->set_output_dir(result.output_name);
   resp->set_previous_num_blocks(result.previous_num_blocks);
   resp->set_new_num_blocks(result.new_num_blocks);

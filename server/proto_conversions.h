@@ -52,13 +52,13 @@ void FillBucket(const BucketFit& b, v1::BucketPlan* out);
 void FillRoots(const ArtifactStore& store, std::string* store_root,
                google::protobuf::RepeatedPtrField<v1::StoreRoot>* roots);
 
-// Describe's reply for `artifact`, read as `name`, on `device`, with `plan`
-// (the device's error when there is no device). Nothing else may go into
-// it: the reply is kept and sent again while these are the same
-// (describe_replies.h).
+// Describe's reply for `artifact`, read as `name` (a symbolic link to
+// `link_target`, or ""), on `device`, with `plan` (the device's error when
+// there is no device). Nothing else may go into it: the reply is kept and
+// sent again while these are the same (describe_replies.h).
 void FillDescription(
     const Artifact* artifact, const std::string& name,
-    const absl::StatusOr<DramChoice>& device,
+    const std::string& link_target, const absl::StatusOr<DramChoice>& device,
     const absl::StatusOr<std::shared_ptr<const MemoryPlan>>& plan,
     v1::DescribeArtifactResponse* resp);
 

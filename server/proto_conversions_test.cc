@@ -93,5 +93,25 @@ TEST(ProtoConversionsTest, Bucket) {
   EXPECT_EQ(plan.headroom_bytes(), 10);
 }
 
+// A write through a version link names the link as asked and its target;
+// without one, link_target stays empty.
+TEST(ProtoConversionsTest, ResizeNamesALinkAndItsTarget) {
+  WriteRequest request;
+  request.target = 10;
+  WriteResult result;
+  result.name = "current";
+  result.link_target = "v2";
+  v1::ResizeResponse resp;
+  FillResizeResponse(request, result, "/srv/store", &resp);
+  EXPECT_EQ(resp.artifact(), "current");
+  EXPECT_EQ(resp.link_target(), "v2");
+  result.name = "v2";
+  result.link_target.clear();
+  resp.Clear();
+  FillResizeResponse(request, result, "/srv/store", &resp);
+  EXPECT_EQ(resp.artifact(), "v2");
+  EXPECT_EQ(resp.link_target(), "");
+}
+
 }  // namespace
 }  // namespace rbln

@@ -287,7 +287,7 @@ TEST_F(ReadOnlyRootTest, LinksLeadingOutsideTheRootAreRefused) {
     EXPECT_THAT(o.err, HasSubstr("PERMISSION_DENIED")) << name;
     EXPECT_THAT(o.err, HasSubstr("outside the read-only root")) << name;
   }
-  // The store follows no link at all.
+  // The store follows no link out of it.
   Outcome o = Cli("--get-kvcache-num-blocks --model-id " + store_ + "/linked");
   EXPECT_EQ(o.code, 1) << o;
   EXPECT_THAT(o.err, HasSubstr("symbolic link"));

@@ -25,8 +25,10 @@ absl::Status ErrnoToStatus(absl::string_view op, absl::string_view path,
     case ELOOP:
       return absl::PermissionDeniedError(absl::StrCat(
           op, " ", path,
-          ": a symbolic link is there or on the way; the artifact store "
-          "follows none (replace it with the real file or directory)"));
+          ": a symbolic link is there or on the way, and is not followed "
+          "here (the artifact store follows a link only as the last part of "
+          "an artifact's name, to an artifact beside it: current -> v2); "
+          "replace it with the real file or directory"));
     case ENAMETOOLONG:
       return absl::InvalidArgumentError(message);
     case ENXIO:

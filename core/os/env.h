@@ -169,6 +169,12 @@ class Env {
       const std::string& path) = 0;
   // lstat: a symlink is reported as kSymlink, not followed.
   virtual absl::StatusOr<FileStat> Stat(const std::string& path) = 0;
+  // The target of the symbolic link at `path`, as written in it (readlinkat
+  // on the descriptor of its parent, resolved as every path is), or nullopt
+  // when something else is there; NOT_FOUND when nothing is. Where links
+  // are followed (follow_symlinks_beneath), what one leads to is read.
+  virtual absl::StatusOr<std::optional<std::string>> ReadLink(
+      const std::string& path) = 0;
   virtual absl::Status CreateDir(const std::string& path) = 0;
   // Gives a regular file or directory `owner` (chown, only when it differs,
   // then chmod); a change is fsynced where later fsyncs of other inodes
@@ -240,6 +246,10 @@ class EnvWrapper : public Env {
   absl::StatusOr<FileStat> Stat(const std::string& path) override {
     return target_->Stat(path);
   }
+  absl::StatusOr<std::optional<std::string>> ReadLink(
+      const std::string& path) override {
+    return target_->ReadLink(path);
+  }
   absl::Status CreateDir(const std::string& path) override {
     return target_->CreateDir(path);
   }
@@ -309,7 +319,8 @@ struct ConfinedEnvOptions {
   // Hugging Face cache links snapshot files into its blob directory. A link
   // to an absolute path, or one that climbs above the root, is
   // PERMISSION_DENIED; at most 40 links per path. Stat then reports what a
-  // link leads to. For read-only roots only: a writable store follows none.
+  // link leads to. For read-only roots only: a writable store follows none
+  // (but the one kind the store reads itself, core/store/artifact_link.h).
   bool follow_symlinks_beneath = false;
 };
 

@@ -3,6 +3,7 @@
 // file objects of core/os/posix_file.h.
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -12,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -119,6 +122,21 @@ class PosixEnv : public Env {
 
   absl::StatusOr<FileStat> Stat(const std::string& path) override {
     return StatPath(*paths_, path);
+  }
+
+  absl::StatusOr<std::optional<std::string>> ReadLink(
+      const std::string& path) override {
+    RBLN_ASSIGN_OR_RETURN(Location at, paths_->Locate("readlink", path));
+    char buf[PATH_MAX];
+    const ssize_t n = readlinkat(at.dir, at.leaf.c_str(), buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINVAL) return std::nullopt;  // not a symbolic link
+      return ErrnoToStatus("readlink", path, errno);
+    }
+    if (static_cast<size_t>(n) >= sizeof(buf)) {
+      return ErrnoToStatus("readlink", path, ENAMETOOLONG);
+    }
+    return std::string(buf, static_cast<size_t>(n));
   }
 
   absl::Status CreateDir(const std::string& path) override {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -80,6 +81,34 @@ TEST_P(ConfinedEnvTest, RefusesEverySymbolicLinkOnThePath) {
   EXPECT_EQ(env_->ListDir(root_ + "/door").status().code(),
             absl::StatusCode::kPermissionDenied);
   EXPECT_FALSE(std::filesystem::exists(outside_ + "/made"));
+}
+
+TEST_P(ConfinedEnvTest, ReadsALinkAsTheLastComponentOnly) {
+  // The link's own text, whatever it leads to; nothing is followed.
+  absl::StatusOr<std::optional<std::string>> target =
+      env_->ReadLink(root_ + "/door");
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_EQ(*target, outside_);
+  target = env_->ReadLink(root_ + "/dir/link");
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_EQ(*target, outside_ + "/secret");
+  // Not a link: nullopt; nothing there: NOT_FOUND.
+  for (const std::string path : {"/dir", "/dir/file", "/dir/fifo"}) {
+    target = env_->ReadLink(root_ + path);
+    ASSERT_TRUE(target.ok()) << path << ": " << target.status();
+    EXPECT_EQ(*target, std::nullopt) << path;
+  }
+  EXPECT_EQ(env_->ReadLink(root_ + "/dir/missing").status().code(),
+            absl::StatusCode::kNotFound);
+  // A link on the way is refused as for every other call.
+  for (const std::string path : {"/door/secret", "/alias/link"}) {
+    target = env_->ReadLink(root_ + path);
+    EXPECT_EQ(target.status().code(), absl::StatusCode::kPermissionDenied)
+        << path << ": " << target.status();
+    EXPECT_THAT(target.status().message(), HasSubstr("symbolic link"));
+  }
+  EXPECT_EQ(env_->ReadLink(outside_ + "/secret").status().code(),
+            absl::StatusCode::kPermissionDenied);
 }
 
 TEST_P(ConfinedEnvTest, RefusesPathsOutsideTheRoot) {

@@ -6,8 +6,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/format/rbln_config.h"
 #include "core/status_macros.h"
+#include "core/store/artifact_link.h"
 #include "core/text.h"
 #include "spdlog/spdlog.h"
 
@@ -67,14 +69,23 @@ class RootLister {
     return descend;
   }
 
-  // A symbolic link at `rel`: listed when it leads to an artifact in a
-  // read-only root, else passed over.
+  // A symbolic link at `rel`: listed when it leads to an artifact (in the
+  // store, one beside it: core/store/artifact_link.h), else passed over.
   void VisitLink(const std::string& rel) {
     if (!read_only_) {
-      Skip(rel,
-           "a symbolic link; the store follows none (move the "
-           "artifact into the store, or serve the directory it "
-           "lives in with --read-only-root)");
+      absl::StatusOr<std::optional<std::string>> target =
+          FollowArtifactLink(env_, root_, rel);
+      if (!target.ok()) {
+        // The reason, without the name that the listing shows beside it.
+        absl::string_view reason = target.status().message();
+        absl::ConsumePrefix(&reason, absl::StrCat(Echo(rel), " is "));
+        Skip(rel, std::string(reason));
+        return;
+      }
+      if (!target->has_value()) return;  // replaced meanwhile
+      const std::string name = QualifiedArtifactName(root_, rel);
+      listing_->names.push_back(name);
+      listing_->link_targets[name] = **target;
       return;
     }
     // In a read-only root a link is followed if it stays inside.

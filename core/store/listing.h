@@ -9,6 +9,7 @@
 #define RBLN_CORE_STORE_LISTING_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ inline constexpr int kMaxStoreDepth = 32;
 // What a listing found and what it passed over.
 struct StoreListing {
   std::vector<std::string> names;  // canonical names, sorted per root
+  // Of the names that are symbolic links the store follows
+  // (core/store/artifact_link.h), the canonical name of each one's target.
+  std::map<std::string, std::string> link_targets;
   struct Skipped {
     std::string name;  // canonical name of the entry
     std::string reason;
@@ -52,9 +56,11 @@ absl::Status WalkRoot(const NamedRoot& root, Env* env,
                       std::vector<StoreListing::Skipped>* skipped);
 
 // Appends the canonical names of the artifacts of `root` (sorted), and what
-// was passed over and why, to `listing`: hidden entries are skipped, a
-// symbolic link is passed over in the store and followed to an artifact in
-// a read-only root (`read_only`), which may be one artifact itself.
+// was passed over and why, to `listing`: hidden entries are skipped; a
+// symbolic link in the store is listed, with its target, when the store
+// follows it (core/store/artifact_link.h), else passed over; one in a
+// read-only root (`read_only`) is followed to an artifact; a read-only root
+// may be one artifact itself.
 absl::Status ListRoot(const NamedRoot& root, Env* env, bool read_only,
                       StoreListing* listing);
 

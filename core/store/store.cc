@@ -6,12 +6,15 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "core/os/path.h"
 #include "core/status_macros.h"
+#include "core/store/artifact_link.h"
 #include "core/store/artifact_name.h"
 #include "core/store/recovery.h"
 #include "core/text.h"
@@ -128,6 +131,17 @@ ArtifactStore::Located ArtifactStore::LocateRel(size_t root,
       root == 0 ? freshness_.get() : read_only_[root - 1].freshness.get();
   at.read_only = root > 0;
   return at;
+}
+
+absl::StatusOr<std::optional<ArtifactStore::Located>> ArtifactStore::FollowLink(
+    const Located& at) const {
+  if (at.read_only) return std::nullopt;
+  RBLN_ASSIGN_OR_RETURN(std::optional<std::string> target,
+                        FollowArtifactLink(env_, names_[0], at.rel));
+  if (!target.has_value()) return std::nullopt;
+  Located followed = LocateRel(0, *std::move(target));
+  followed.link = at.name;
+  return followed;
 }
 
 absl::StatusOr<std::shared_ptr<const ArtifactStore::Located>>
@@ -267,6 +281,13 @@ absl::StatusOr<std::vector<FileStat>> ArtifactStore::StatArtifactPath(
     absl::StrAppend(&path, "/", part);
     RBLN_ASSIGN_OR_RETURN(FileStat dir, at->env->Stat(path));
     chain.push_back(dir);
+  }
+  if (chain.back().type == FileType::kSymlink) {
+    // A link the store follows: its target (beside it) is what is read.
+    RBLN_ASSIGN_OR_RETURN(std::optional<Located> target, FollowLink(*at));
+    if (target.has_value()) {
+      RBLN_ASSIGN_OR_RETURN(chain.back(), at->env->Stat(target->path));
+    }
   }
   return chain;
 }

@@ -8,7 +8,11 @@
 // a read-only root (core/store/artifact_name.h). Every file-system call goes
 // through an Env confined to its root (core/os/env.h): a symbolic link on
 // the path, even one swapped in while a write runs, fails the call
-// (PERMISSION_DENIED), and nothing outside the root is read or written.
+// (PERMISSION_DENIED), and nothing outside the root is read or written. One
+// exception, versions switched by a link (core/store/artifact_link.h): the
+// last component of a name in the store may be a link to an artifact beside
+// it (`current -> v2`), which reads and writes follow, acting on the target
+// alone.
 //
 // Opening and names are in store.cc, the reads in store_read.cc, the commit
 // engine in store_commit.cc; its parts in locks.h, staging_name.h,
@@ -23,6 +27,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -146,7 +151,10 @@ struct StoreRootInfo {
 };
 
 struct WriteResult {
-  std::string name;         // canonical name of the source
+  std::string name;  // canonical name of the source, as asked
+  // The artifact `name` is a symbolic link to, which was read and written
+  // in its place (canonical; core/store/artifact_link.h); "" when no link.
+  std::string link_target;
   std::string output_name;  // canonical name written ("" when in place)
   uint64_t previous_num_blocks = 0;
   uint64_t new_num_blocks = 0;
@@ -201,6 +209,10 @@ class ArtifactStore {
     // The root's: what the artifact cache checks the files read through.
     Freshness* freshness = nullptr;
     bool read_only = false;
+    // Reached through this symbolic link (its canonical name, as asked;
+    // core/store/artifact_link.h), whose target rel, name and path are; ""
+    // when not. Locate never sets it: a link is followed per request.
+    std::string link;
   };
   // Resolves `name` as CanonicalName does, with its path: for a read that
   // logs the canonical name before it reads (ReadShared and ReadSummary
@@ -222,7 +234,8 @@ class ArtifactStore {
   // Who owns each directory on the way to the artifact `name`, and its
   // mode: its root (the store or a read-only root), every directory below,
   // and last the artifact's own directory (each the directory itself,
-  // never a link: in a read-only root, what a link leads to).
+  // never a link: in a read-only root, what a link leads to; in the store,
+  // the target of a link it follows).
   absl::StatusOr<std::vector<FileStat>> StatArtifactPath(
       absl::string_view name) const;
 
@@ -237,22 +250,27 @@ class ArtifactStore {
   // options.verify_payload asks for the payloads to be read).
   // ReadMode::kCachedOnly answers only from the cache, with null when the
   // artifact would have to be read (it still resolves the name, so a name
-  // that does not resolve is its error).
+  // that does not resolve is its error). A name in the store that is a
+  // symbolic link to an artifact beside it is followed (what is not such a
+  // link is refused); *link_target, when given, gets the target's canonical
+  // name, or "" when no link was followed.
   enum class ReadMode { kMayRead, kCachedOnly };
   absl::StatusOr<std::shared_ptr<const Artifact>> ReadShared(
       absl::string_view name, ArtifactOptions options = {},
-      ReadMode mode = ReadMode::kMayRead);
+      ReadMode mode = ReadMode::kMayRead, std::string* link_target = nullptr);
   absl::StatusOr<std::shared_ptr<const Artifact>> ReadShared(
       const Located& at, ArtifactOptions options = {},
-      ReadMode mode = ReadMode::kMayRead);
+      ReadMode mode = ReadMode::kMayRead, std::string* link_target = nullptr);
 
   // Reads rbln_config.json of an artifact alone (ReadArtifactSummary): what
   // Get and List need, with or without a codec for its graphs. Through the
-  // artifact cache, as ReadShared.
+  // artifact cache, and through a link, as ReadShared.
   absl::StatusOr<std::shared_ptr<const ArtifactSummary>> ReadSummary(
-      absl::string_view name, ReadMode mode = ReadMode::kMayRead);
+      absl::string_view name, ReadMode mode = ReadMode::kMayRead,
+      std::string* link_target = nullptr);
   absl::StatusOr<std::shared_ptr<const ArtifactSummary>> ReadSummary(
-      const Located& at, ReadMode mode = ReadMode::kMayRead);
+      const Located& at, ReadMode mode = ReadMode::kMayRead,
+      std::string* link_target = nullptr);
 
   // Forgets every artifact read and kept (ArtifactCache::Clear) and every
   // graph inspected (InspectCache): the directories and read leases the
@@ -275,12 +293,13 @@ class ArtifactStore {
   absl::StatusOr<WriteResult> Write(const WriteRequest& request);
 
   // Canonical names of every artifact (a directory holding
-  // rbln_config.json) under the store root, sorted; hidden entries are
-  // skipped.
+  // rbln_config.json, or a link to one that the store follows) under the
+  // store root, sorted; hidden entries are skipped.
   absl::StatusOr<std::vector<std::string>> List();
-  // The same for the store and every read-only root, with what was passed
-  // over and why (a symbolic link in the store, one leading outside its
-  // read-only root, an unreadable or too deep directory).
+  // The same for the store and every read-only root, with the targets of
+  // the links listed, and what was passed over and why (a symbolic link in
+  // the store that is not followed, one leading outside its read-only root,
+  // an unreadable or too deep directory).
   absl::StatusOr<StoreListing> ListAll();
 
   // The device figures that apply to `artifact`, their source naming where
@@ -304,12 +323,26 @@ class ArtifactStore {
                 std::string root, StoreOptions options);
   absl::Status OpenReadOnlyRoots();
   Located LocateRel(size_t root, std::string rel) const;
+  // Where the symbolic link `at` names leads (FollowArtifactLink), with
+  // `link` set; nullopt when `at` is in a read-only root or not a link.
+  absl::StatusOr<std::optional<Located>> FollowLink(const Located& at) const;
 
   // store_read.cc.
   // ArtifactOptions for a read at `at`, with the store's codec and cache.
   ArtifactOptions WithCodecs(const Located& at, ArtifactOptions options = {});
+  // What `find` (a lookup of the artifact cache by a Located) finds at
+  // `at`, or, when `at` is a link the store follows, at its target (in
+  // *target, and its name in *link_target when given); null when neither
+  // holds it.
+  template <typename Find>
+  absl::StatusOr<std::invoke_result_t<Find, const Located&>> FindFollowing(
+      const Located& at, const Find& find, std::optional<Located>* target,
+      std::string* link_target);
 
   // store_commit.cc, in the order of docs/commit-protocol.md.
+  // ABORTED, naming both, unless the link `source` was reached through
+  // still names its target (nothing to check when `source` is no link's).
+  absl::Status CheckLinkUnchanged(const Located& source) const;
   // INVALID_ARGUMENT when a proper ancestor of the name is an artifact.
   absl::Status CheckNotInsideArtifact(const std::string& canonical_name);
   absl::StatusOr<WriteResult> WriteLocked(const WriteRequest& request,
@@ -347,9 +380,10 @@ class ArtifactStore {
                         const std::function<bool()>& is_cancelled,
                         bool* staging_is_theirs);
   // The commits append warnings (e.g. a failed fsync after the commit
-  // point) to `warnings`.
+  // point) to `warnings`. In place, `source` is the artifact written (a
+  // link it was reached through is read again before the exchange).
   absl::Status CommitInPlace(const Artifact& artifact, const ResizePlan& plan,
-                             const std::string& name,
+                             const Located& source,
                              const WriteResizedOptions& write_options,
                              std::vector<std::string>* warnings);
   // The existing destination (to be replaced), or nullopt when there is

@@ -17,6 +17,7 @@
 #include "core/os/path.h"
 #include "core/resize/rescale.h"
 #include "core/status_macros.h"
+#include "core/store/artifact_link.h"
 #include "core/store/listing.h"
 #include "core/store/locks.h"
 #include "core/store/staging_name.h"
@@ -176,7 +177,45 @@ absl::StatusOr<std::vector<std::string>> MakeOutputParents(
   return made;
 }
 
+// A write through a link ("Versions switched by a link") replies with the
+// name asked, and the target it read and wrote.
+void NameThroughLink(const ArtifactStore::Located& source,
+                     WriteResult* result) {
+  if (source.link.empty()) return;
+  result->link_target = source.name;
+  result->name = source.link;
+}
+
+// An output is never written through a link, nor replaces one.
+absl::Status OutputIsALink(const std::string& output_name) {
+  return absl::PermissionDeniedError(absl::StrCat(
+      "output directory ", Echo(output_name),
+      " is a symbolic link; an output is never written through a link, nor "
+      "replaces one: write to the directory it names (with replace), or "
+      "choose a new directory"));
+}
+
 }  // namespace
+
+// "Versions switched by a link": the link is read again once the write
+// holds its locks, and just before an in-place exchange.
+absl::Status ArtifactStore::CheckLinkUnchanged(const Located& source) const {
+  if (source.link.empty()) return absl::OkStatus();
+  absl::StatusOr<std::optional<std::string>> now =
+      FollowArtifactLink(env_, names_[0], source.link);
+  if (now.ok() && now->has_value() && **now == source.rel) {
+    return absl::OkStatus();
+  }
+  const std::string what =
+      !now.ok()           ? absl::StrCat("it can no longer be followed (",
+                                         now.status().message(), ")")
+      : !now->has_value() ? std::string("it is no longer a symbolic link")
+                          : absl::StrCat("it now names ", Echo(**now));
+  return absl::AbortedError(
+      absl::StrCat(Echo(source.link), " was a symbolic link to ",
+                   Echo(source.rel), " when the write began, but ", what,
+                   "; nothing was changed (read it again and retry)"));
+}
 
 // "In-place resize" and "Into an output directory", step 1: the names
 // checked, then the writer locks of the artifact (and of the output
@@ -205,7 +244,9 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
   }
   RBLN_ASSIGN_OR_RETURN(const std::shared_ptr<const Located> source_at,
                         Locate(request.name));
-  const Located& source = *source_at;
+  RBLN_ASSIGN_OR_RETURN(const std::optional<Located> followed,
+                        FollowLink(*source_at));
+  const Located& source = followed.has_value() ? *followed : *source_at;
   const std::string& name = source.name;
   std::string output_name;
   std::vector<std::string> lock_names = {name};
@@ -270,6 +311,7 @@ absl::StatusOr<WriteResult> ArtifactStore::Write(const WriteRequest& request) {
     WriteResult result;
     RBLN_RETURN_IF_ERROR(
         Plan(request, name, output_name, *artifact, &result).status());
+    NameThroughLink(source, &result);
     return result;
   }
   // Lock files are made only for an artifact that exists and an output
@@ -302,6 +344,7 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
     const std::string& output_name) {
   const std::string& name = source.name;
   RBLN_RETURN_IF_ERROR(CheckCancelled(request));
+  RBLN_RETURN_IF_ERROR(CheckLinkUnchanged(source));
   // Writers on this artifact are excluded by the lease, so this snapshot
   // stays current until the commit.
   absl::StatusOr<Artifact> opened =
@@ -311,6 +354,7 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
   WriteResult result;
   RBLN_ASSIGN_OR_RETURN(ResizePlan plan,
                         Plan(request, name, output_name, artifact, &result));
+  NameThroughLink(source, &result);
   if (!(output_name.empty() && plan.is_no_op())) {
     RBLN_RETURN_IF_ERROR(VerifyBeforeCopy(source.env, artifact, request.verify,
                                           &result.warnings));
@@ -335,7 +379,7 @@ absl::StatusOr<WriteResult> ArtifactStore::WriteLocked(
   if (output_name.empty()) {
     if (plan.is_no_op()) return result;
     RBLN_RETURN_IF_ERROR(
-        CommitInPlace(artifact, plan, name, write_options, &result.warnings));
+        CommitInPlace(artifact, plan, source, write_options, &result.warnings));
     // A new directory (inode) is there now: what is held of the old one
     // would miss anyway, and goes at once, with the codecs' facts of the
     // containers it replaced.
@@ -543,12 +587,14 @@ absl::Status ArtifactStore::Exchange(const std::string& name,
   return status;
 }
 
-// "In-place resize", steps 2 to 6: stage, exchange, rename the old version
-// and fsync the parent, and retire the old version for its grace period.
+// "In-place resize", steps 2 to 6: stage, exchange (a link the artifact
+// was reached through read again first), rename the old version and fsync
+// the parent, and retire the old version for its grace period.
 absl::Status ArtifactStore::CommitInPlace(
-    const Artifact& artifact, const ResizePlan& plan, const std::string& name,
+    const Artifact& artifact, const ResizePlan& plan, const Located& source,
     const WriteResizedOptions& write_options,
     std::vector<std::string>* warnings) {
+  const std::string& name = source.name;
   const std::string path = PathOf(name);
   const std::string parent(Dirname(path));
   const std::string staging = JoinPath(parent, StagingNameFor(Basename(path)));
@@ -557,9 +603,11 @@ absl::Status ArtifactStore::CommitInPlace(
   RBLN_RETURN_IF_ERROR(Stage(artifact, plan, staging,
                              absl::StrCat("the resized ", name), options));
   bool staging_is_theirs = false;
-  absl::Status status =
-      Exchange(name, staging, artifact.dir_stat(), write_options.is_cancelled,
-               &staging_is_theirs);
+  absl::Status status = CheckLinkUnchanged(source);
+  if (status.ok()) {
+    status = Exchange(name, staging, artifact.dir_stat(),
+                      write_options.is_cancelled, &staging_is_theirs);
+  }
   if (staging_is_theirs) return status;
   if (!status.ok()) {
     RemoveStagingTree(env_, staging);
@@ -584,9 +632,7 @@ absl::StatusOr<std::optional<FileStat>> ArtifactStore::CheckOutput(
   RBLN_ASSIGN_OR_RETURN(std::optional<FileStat> dest_st,
                         StatIfExists(env_, dest));
   if (!dest_st.has_value()) return std::nullopt;
-  if (dest_st->type == FileType::kSymlink) {
-    return ErrnoToStatus("open", dest, ELOOP);
-  }
+  if (dest_st->type == FileType::kSymlink) return OutputIsALink(output_name);
   if (!replace) {
     return WithErrorFacts(
         absl::AlreadyExistsError(absl::StrCat(

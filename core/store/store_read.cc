@@ -2,6 +2,8 @@
 // through the artifact cache, under the artifact's reader lock, and the
 // listings of the store and the read-only roots (core/store/listing.h).
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -50,6 +52,22 @@ ArtifactOptions ArtifactStore::WithCodecs(const Located& at,
   return options;
 }
 
+template <typename Find>
+absl::StatusOr<std::invoke_result_t<Find, const ArtifactStore::Located&>>
+ArtifactStore::FindFollowing(const Located& at, const Find& find,
+                             std::optional<Located>* target,
+                             std::string* link_target) {
+  if (link_target != nullptr) link_target->clear();
+  // What the cache holds by the name asked is no link: a link is looked
+  // for (one more call) only where the cache does not answer.
+  auto found = find(at);
+  if (found != nullptr) return found;
+  RBLN_ASSIGN_OR_RETURN(*target, FollowLink(at));
+  if (!target->has_value()) return found;
+  if (link_target != nullptr) *link_target = (*target)->name;
+  return find(**target);
+}
+
 absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
                                              ArtifactOptions options) {
   RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Artifact> artifact,
@@ -58,22 +76,33 @@ absl::StatusOr<Artifact> ArtifactStore::Read(absl::string_view name,
 }
 
 absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
-    absl::string_view name, ArtifactOptions options, ReadMode mode) {
+    absl::string_view name, ArtifactOptions options, ReadMode mode,
+    std::string* link_target) {
   RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Located> at, Locate(name));
-  return ReadShared(*at, std::move(options), mode);
+  return ReadShared(*at, std::move(options), mode, link_target);
 }
 
 absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
-    const Located& at, ArtifactOptions options, ReadMode mode) {
+    const Located& asked, ArtifactOptions options, ReadMode mode,
+    std::string* link_target) {
   const bool cached = !options.verify_payload;
-  if (cached) {
-    if (auto artifact = artifact_cache_.FindArtifact(at.freshness, at.path)) {
-      CountArtifactCacheLookup(CacheLookup::kHit);
-      return artifact;
-    }
-    CountCacheMiss(mode);
+  std::optional<Located> target;
+  RBLN_ASSIGN_OR_RETURN(
+      std::shared_ptr<const Artifact> artifact,
+      FindFollowing(
+          asked,
+          [&](const Located& at) -> std::shared_ptr<const Artifact> {
+            if (!cached) return nullptr;
+            return artifact_cache_.FindArtifact(at.freshness, at.path);
+          },
+          &target, link_target));
+  if (artifact != nullptr) {
+    CountArtifactCacheLookup(CacheLookup::kHit);
+    return artifact;
   }
+  if (cached) CountCacheMiss(mode);
   if (mode == ReadMode::kCachedOnly) return nullptr;
+  const Located& at = target.has_value() ? *target : asked;
   const absl::Time start = absl::Now();
   RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Artifact> shared,
                         ReadLocked<Artifact>(locks_, at.name, [&] {
@@ -86,19 +115,31 @@ absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
 }
 
 absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
-ArtifactStore::ReadSummary(absl::string_view name, ReadMode mode) {
+ArtifactStore::ReadSummary(absl::string_view name, ReadMode mode,
+                           std::string* link_target) {
   RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const Located> at, Locate(name));
-  return ReadSummary(*at, mode);
+  return ReadSummary(*at, mode, link_target);
 }
 
 absl::StatusOr<std::shared_ptr<const ArtifactSummary>>
-ArtifactStore::ReadSummary(const Located& at, ReadMode mode) {
-  if (auto summary = artifact_cache_.FindSummary(at.freshness, at.path)) {
+ArtifactStore::ReadSummary(const Located& asked, ReadMode mode,
+                           std::string* link_target) {
+  std::optional<Located> target;
+  RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const ArtifactSummary> summary,
+                        FindFollowing(
+                            asked,
+                            [&](const Located& at) {
+                              return artifact_cache_.FindSummary(at.freshness,
+                                                                 at.path);
+                            },
+                            &target, link_target));
+  if (summary != nullptr) {
     CountArtifactCacheLookup(CacheLookup::kHit);
     return summary;
   }
   CountCacheMiss(mode);
   if (mode == ReadMode::kCachedOnly) return nullptr;
+  const Located& at = target.has_value() ? *target : asked;
   const absl::Time start = absl::Now();
   RBLN_ASSIGN_OR_RETURN(std::shared_ptr<const ArtifactSummary> shared,
                         ReadLocked<ArtifactSummary>(locks_, at.name, [&] {

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,11 @@ class FaultInjectionEnv : public EnvWrapper {
   absl::StatusOr<std::vector<DirEntry>> ListDir(
       const std::string& path) override;
   absl::StatusOr<FileStat> Stat(const std::string& path) override;
+  absl::StatusOr<std::optional<std::string>> ReadLink(
+      const std::string& path) override {
+    RBLN_RETURN_IF_ERROR(Tick("ReadLink", path));
+    return target()->ReadLink(path);
+  }
   absl::Status CreateDir(const std::string& path) override;
   absl::Status SetOwnership(const std::string& path,
                             const FileOwnership& owner) override;

@@ -107,6 +107,18 @@ void WriteFileOrDie(const std::string& path, absl::string_view data) {
   }
 }
 
+void ReplaceSymlink(const std::string& target, const std::string& link) {
+  const std::string made = link + ".new-link";
+  std::error_code ec;
+  std::filesystem::create_symlink(target, made, ec);
+  if (!ec) std::filesystem::rename(made, link, ec);
+  if (ec) {
+    ADD_FAILURE() << "ln -sfn " << target << " " << link << ": "
+                  << ec.message();
+    abort();
+  }
+}
+
 size_t CachedPages(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   struct stat st;

@@ -43,6 +43,10 @@ std::unique_ptr<Freshness> ConfinedFreshnessOrDie(
 
 std::string ReadFileOrDie(const std::string& path);
 void WriteFileOrDie(const std::string& path, absl::string_view data);
+// `ln -sfn target link`: a symbolic link at `link` holding `target`, made
+// beside it and renamed over whatever link was there, in one step; aborts
+// the test run when it cannot be done.
+void ReplaceSymlink(const std::string& target, const std::string& link);
 
 // How many pages of the file at `path` are in the page cache (mincore over a
 // mapping that brings none in); aborts the test run when it cannot tell.
