@@ -285,8 +285,12 @@ absl::StatusOr<std::vector<FileStat>> ArtifactStore::StatArtifactPath(
   if (chain.back().type == FileType::kSymlink) {
     // A link the store follows: its target (beside it) is what is read.
     RBLN_ASSIGN_OR_RETURN(std::optional<Located> target, FollowLink(*at));
-    if (target.has_value()) {
-      RBLN_ASSIGN_OR_RETURN(chain.back(), at->env->Stat(target->path));
+    // No longer a link (replaced meanwhile): what is there now is read.
+    RBLN_ASSIGN_OR_RETURN(
+        chain.back(), at->env->Stat(target.has_value() ? target->path : path));
+    if (chain.back().type == FileType::kSymlink) {
+      return absl::AbortedError(absl::StrCat(
+          Echo(name), " changed while it was being looked at; retry"));
     }
   }
   return chain;

@@ -333,11 +333,13 @@ class ArtifactStore {
   // What `find` (a lookup of the artifact cache by a Located) finds at
   // `at`, or, when `at` is a link the store follows, at its target (in
   // *target, and its name in *link_target when given); null when neither
-  // holds it.
+  // holds it. With ReadMode::kCachedOnly nothing on disk is looked at: a
+  // name the cache does not hold as asked is null, link or not (the read
+  // that follows, on a reader thread, follows the link).
   template <typename Find>
   absl::StatusOr<std::invoke_result_t<Find, const Located&>> FindFollowing(
-      const Located& at, const Find& find, std::optional<Located>* target,
-      std::string* link_target);
+      const Located& at, const Find& find, ReadMode mode,
+      std::optional<Located>* target, std::string* link_target);
 
   // store_commit.cc, in the order of docs/commit-protocol.md.
   // ABORTED, naming both, unless the link `source` was reached through

@@ -201,12 +201,25 @@ TEST_F(StoreLinkTest, TheCacheKeepsTargetsByTheirNames) {
   EXPECT_EQ(*first, *again);
   EXPECT_EQ(*first, *direct);
   EXPECT_EQ(store_->artifact_cache().hits(), 2u);
+  // A cache-only read (the gRPC thread's) looks at nothing on disk, so it
+  // does not follow the link: the target is held, the link's name is not.
+  auto cached_target =
+      store_->ReadShared("v2", {}, ArtifactStore::ReadMode::kCachedOnly);
+  auto cached_link =
+      store_->ReadShared("current", {}, ArtifactStore::ReadMode::kCachedOnly);
+  ASSERT_TRUE(cached_target.ok() && cached_link.ok());
+  EXPECT_EQ(*cached_target, *direct);
+  EXPECT_EQ(*cached_link, nullptr);
+  auto summary =
+      store_->ReadSummary("current", ArtifactStore::ReadMode::kCachedOnly);
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  EXPECT_EQ(*summary, nullptr);
 
   // A real directory, cached, then moved away and replaced by a link.
   auto live = store_->ReadShared("live");
   ASSERT_TRUE(live.ok()) << live.status();
   ASSERT_TRUE(store_->ReadShared("live").ok());
-  EXPECT_EQ(store_->artifact_cache().hits(), 3u);  // cached
+  EXPECT_EQ(store_->artifact_cache().hits(), 4u);  // cached
   fs::rename(Abs("live"), Abs("old"));
   fs::create_directory_symlink("v1", Abs("live"));
   std::string link_target;

@@ -54,14 +54,14 @@ ArtifactOptions ArtifactStore::WithCodecs(const Located& at,
 
 template <typename Find>
 absl::StatusOr<std::invoke_result_t<Find, const ArtifactStore::Located&>>
-ArtifactStore::FindFollowing(const Located& at, const Find& find,
+ArtifactStore::FindFollowing(const Located& at, const Find& find, ReadMode mode,
                              std::optional<Located>* target,
                              std::string* link_target) {
   if (link_target != nullptr) link_target->clear();
   // What the cache holds by the name asked is no link: a link is looked
   // for (one more call) only where the cache does not answer.
   auto found = find(at);
-  if (found != nullptr) return found;
+  if (found != nullptr || mode == ReadMode::kCachedOnly) return found;
   RBLN_ASSIGN_OR_RETURN(*target, FollowLink(at));
   if (!target->has_value()) return found;
   if (link_target != nullptr) *link_target = (*target)->name;
@@ -95,7 +95,7 @@ absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
             if (!cached) return nullptr;
             return artifact_cache_.FindArtifact(at.freshness, at.path);
           },
-          &target, link_target));
+          mode, &target, link_target));
   if (artifact != nullptr) {
     CountArtifactCacheLookup(CacheLookup::kHit);
     return artifact;
@@ -132,7 +132,7 @@ ArtifactStore::ReadSummary(const Located& asked, ReadMode mode,
                               return artifact_cache_.FindSummary(at.freshness,
                                                                  at.path);
                             },
-                            &target, link_target));
+                            mode, &target, link_target));
   if (summary != nullptr) {
     CountArtifactCacheLookup(CacheLookup::kHit);
     return summary;
