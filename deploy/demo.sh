@@ -14,7 +14,8 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 # The programs and their man pages: everything `cmake --install build`
 # installs (docs/installing.md).
 targets=(rbln-artifactd rbln-artifact rbln-artifact-synth)
-if cmake --build build --target help | grep -q 'rbln_man_pages: phony'; then
+# grep reads all of it (-q would stop early, and ninja would complain).
+if cmake --build build --target help | grep 'rbln_man_pages: phony' >/dev/null; then
   targets+=(rbln_man_pages)
 fi
 cmake --build build -j "$(nproc)" --target "${targets[@]}"
