@@ -432,58 +432,82 @@ grpc::Slice ArtifactServiceImpl::DescribeReply(
 }
 
 grpc::Status ArtifactServiceImpl::ListArtifacts(
-    grpc::ServerContext* context, const v1::ListArtifactsRequest*,
+    grpc::ServerContext* context, const v1::ListArtifactsRequest* req,
     v1::ListArtifactsResponse* resp) {
   RequestLog log(&running_, context, "ListArtifacts", "");
   absl::StatusOr<Caller> caller = Authorize(context, log, /*writes=*/false);
   if (!caller.ok()) return log.Finish(caller.status());
-  absl::StatusOr<StoreListing> listing = store_->ListAll();
-  if (!listing.ok()) return log.Finish(listing.status());
-  FillRoots(*store_, resp->mutable_store(), resp->mutable_roots());
-  for (const StoreListing::Skipped& entry : listing->skipped) {
-    v1::SkippedEntry* skipped = resp->add_skipped();
-    skipped->set_artifact(WireName(entry.name));
-    skipped->set_reason(WireText(entry.reason));
+  absl::StatusOr<size_t> limit = ListPageSize(req->page_size());
+  if (!limit.ok()) return log.Finish(limit.status());
+  absl::StatusOr<ListPosition> from =
+      ParseListPageToken(req->page_token(), store_->roots().size());
+  if (!from.ok()) return log.Finish(from.status());
+  absl::StatusOr<ArtifactStore::ListedPage> page =
+      store_->ListPage(*from, req->prefix(), *limit);
+  if (!page.ok()) return log.Finish(page.status());
+  if (req->page_token().empty()) {
+    FillRoots(*store_, resp->mutable_store(), resp->mutable_roots());
   }
-  for (const std::string& name : listing->names) {
-    // A reader on the Unix socket sees only what it could read itself, and
-    // how many were left out.
-    if (!CheckReadsItself(*caller, name).ok()) {
-      resp->set_not_readable(resp->not_readable() + 1);
-      continue;
+  size_t bytes = 0;
+  for (size_t i = 0; i < page->entries.size(); ++i) {
+    // Cut short by bytes: the rest comes on the next page.
+    if (bytes >= kMaxListReplyBytes) {
+      resp->set_next_page_token(ListPageToken(page->entries[i - 1].next));
+      return log.Finish(absl::OkStatus());
     }
-    v1::ArtifactSummary* summary = resp->add_artifacts();
-    // A directory name is any bytes; a reply's strings must be UTF-8.
-    const std::string shown = WireName(name);
-    summary->set_artifact(shown);
-    if (shown != name) {
-      summary->set_error(
-          "its name is not UTF-8 text, or holds control characters: rename "
-          "the directory to read or change it");
-      continue;
-    }
-    // The target as the read found it; as the listing did, when it failed.
-    std::string link_target;
-    absl::StatusOr<std::shared_ptr<const ArtifactSummary>> read =
-        store_->ReadSummary(name, ReadMode::kMayRead, &link_target);
-    if (const auto listed = listing->link_targets.find(name);
-        !read.ok() && listed != listing->link_targets.end()) {
-      link_target = listed->second;
-    }
-    summary->set_link_target(WireName(link_target));
-    if (!read.ok()) {
-      summary->set_error(
-          WireText(absl::StrCat(absl::StatusCodeToString(read.status().code()),
-                                ": ", read.status().message())));
-      continue;
-    }
-    const ArtifactSummary& artifact = **read;
-    summary->set_kvcache_num_blocks(artifact.config.kvcache_num_blocks);
-    summary->set_npu(artifact.npu);
-    summary->set_num_nodes(artifact.config.num_devices);
-    summary->set_cls_name(artifact.config.cls_name);
+    bytes += FillListed(*caller, page->entries[i], resp);
+  }
+  if (page->more) {
+    resp->set_next_page_token(ListPageToken(page->entries.back().next));
   }
   return log.Finish(absl::OkStatus());
+}
+
+size_t ArtifactServiceImpl::FillListed(const Caller& caller,
+                                       const ListedEntry& entry,
+                                       v1::ListArtifactsResponse* resp) {
+  const std::string& name = entry.name;
+  if (entry.skipped_reason.has_value()) {
+    v1::SkippedEntry* skipped = resp->add_skipped();
+    skipped->set_artifact(WireName(name));
+    skipped->set_reason(WireText(*entry.skipped_reason));
+    return skipped->ByteSizeLong();
+  }
+  // A reader on the Unix socket sees only what it could read itself, and
+  // how many were left out.
+  if (!CheckReadsItself(caller, name).ok()) {
+    resp->set_not_readable(resp->not_readable() + 1);
+    return 0;
+  }
+  v1::ArtifactSummary* summary = resp->add_artifacts();
+  // A directory name is any bytes; a reply's strings must be UTF-8.
+  const std::string shown = WireName(name);
+  summary->set_artifact(shown);
+  if (shown != name) {
+    summary->set_error(
+        "its name is not UTF-8 text, or holds control characters: rename "
+        "the directory to read or change it");
+    return summary->ByteSizeLong();
+  }
+  // Read, not kept: one caller listing the store must not fill the cache.
+  // The target as the read found it; as the listing did, when it failed.
+  std::string link_target;
+  absl::StatusOr<std::shared_ptr<const ArtifactSummary>> read =
+      store_->ReadSummary(name, ReadMode::kReadWithoutKeeping, &link_target);
+  if (!read.ok()) link_target = entry.link_target;
+  summary->set_link_target(WireName(link_target));
+  if (!read.ok()) {
+    summary->set_error(
+        WireText(absl::StrCat(absl::StatusCodeToString(read.status().code()),
+                              ": ", read.status().message())));
+    return summary->ByteSizeLong();
+  }
+  const ArtifactSummary& artifact = **read;
+  summary->set_kvcache_num_blocks(artifact.config.kvcache_num_blocks);
+  summary->set_npu(artifact.npu);
+  summary->set_num_nodes(artifact.config.num_devices);
+  summary->set_cls_name(artifact.config.cls_name);
+  return summary->ByteSizeLong();
 }
 
 grpc::Status ArtifactServiceImpl::GetDeviceInfo(

@@ -195,6 +195,12 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   absl::Status CheckReadsItself(const Caller& caller,
                                 absl::string_view name) const;
 
+  // Adds a listed entry to a ListArtifacts page (an artifact's summary, or
+  // the entry passed over; one more not_readable when `caller` could not
+  // read it itself); returns the bytes it added.
+  size_t FillListed(const Caller& caller, const ListedEntry& entry,
+                    v1::ListArtifactsResponse* resp);
+
   // The store-relative name for logs (the request's text when invalid).
   std::string LogName(const std::string& requested) const;
   // The same for a name the read resolved already (ArtifactStore::Locate).

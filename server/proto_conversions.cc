@@ -1,8 +1,13 @@
 #include "server/proto_conversions.h"
 
+#include <algorithm>
 #include <optional>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/store/artifact_name.h"
 #include "core/text.h"
 #include "google/rpc/status.pb.h"
@@ -200,6 +205,49 @@ void FillDeviceInfo(const DeviceReport& report,
     device->set_chiplets(d.chiplets);
     device->set_source(d.source);
   }
+}
+
+absl::StatusOr<size_t> ListPageSize(int32_t page_size) {
+  if (page_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size is ", page_size,
+                     ": give a positive number of entries, or 0 for ",
+                     kDefaultListPageSize));
+  }
+  if (page_size == 0) return kDefaultListPageSize;
+  return std::min(static_cast<size_t>(page_size), kMaxListPageSize);
+}
+
+namespace {
+// What a token holds, before base64: this, the root's number, ':' and the
+// position in it.
+constexpr absl::string_view kListTokenVersion = "L1:";
+}  // namespace
+
+std::string ListPageToken(const ListPosition& next) {
+  return absl::WebSafeBase64Escape(
+      absl::StrCat(kListTokenVersion, next.root, ":", next.after));
+}
+
+absl::StatusOr<ListPosition> ParseListPageToken(absl::string_view token,
+                                                size_t roots) {
+  if (token.empty()) return ListPosition{};
+  std::string text;
+  ListPosition position;
+  absl::string_view rest;
+  size_t colon = absl::string_view::npos;
+  const bool parsed = absl::WebSafeBase64Unescape(token, &text) &&
+                      absl::ConsumePrefix(&(rest = text), kListTokenVersion) &&
+                      (colon = rest.find(':')) != absl::string_view::npos &&
+                      absl::SimpleAtoi(rest.substr(0, colon), &position.root) &&
+                      position.root <= roots;
+  if (!parsed) {
+    return absl::InvalidArgumentError(
+        "page_token is not one this daemon gave: pass next_page_token of "
+        "the previous reply unchanged, or none for the first page");
+  }
+  position.after = std::string(rest.substr(colon + 1));
+  return position;
 }
 
 }  // namespace rbln

@@ -52,6 +52,28 @@ void FillBucket(const BucketFit& b, v1::BucketPlan* out);
 void FillRoots(const ArtifactStore& store, std::string* store_root,
                google::protobuf::RepeatedPtrField<v1::StoreRoot>* roots);
 
+// ListArtifacts' pages (rbln/artifact/v1/artifact_service.proto): the
+// number of entries when the request names none, and the most a page holds
+// (AIP-158 clamps a larger page_size to such a maximum).
+inline constexpr size_t kDefaultListPageSize = 1000;
+inline constexpr size_t kMaxListPageSize = 10000;
+// What a page's artifacts and skipped entries may take before the page is
+// cut short: a quarter of gRPC's default 4 MiB message limit, so that the
+// entry that crosses it (a name is at most a few KiB, escaped) cannot bring
+// the reply near the limit.
+inline constexpr size_t kMaxListReplyBytes = 1 << 20;
+
+// The entries a page holds for the request's page_size: INVALID_ARGUMENT
+// when negative.
+absl::StatusOr<size_t> ListPageSize(int32_t page_size);
+
+// A page token, opaque to callers, for a listing that continues at `next`.
+std::string ListPageToken(const ListPosition& next);
+// Where the page of `token` begins (the beginning for ""), in a store of
+// `roots` roots: INVALID_ARGUMENT for a token this daemon would not give.
+absl::StatusOr<ListPosition> ParseListPageToken(absl::string_view token,
+                                                size_t roots);
+
 // Describe's reply for `artifact`, read as `name` (a symbolic link to
 // `link_target`, or ""), on `device`, with `plan` (the device's error when
 // there is no device). Nothing else may go into it: the reply is kept and

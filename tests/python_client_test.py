@@ -27,6 +27,8 @@ import unittest
 
 import grpc
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import link_store  # noqa: E402  (beside this file)
 from google.rpc import status_pb2
 from rbln.artifact.v1 import artifact_service_pb2 as pb
 from rbln.artifact.v1 import artifact_service_pb2_grpc as pb_grpc
@@ -420,6 +422,94 @@ class PythonClientTest(unittest.TestCase):
         first = next(responses)
         responses.cancel()
         self.assertIn(b"rbln.artifact.v1.ArtifactService", first)
+
+
+class LargeStoreListTest(unittest.TestCase):
+    """A store of 10,000 artifacts (hard links of one), listed in pages."""
+
+    COUNT = 10000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.root = tempfile.mkdtemp(prefix="rbln-py-list-")
+        cls.addClassCleanup(shutil.rmtree, cls.root, ignore_errors=True)
+        cls.store = os.path.join(cls.root, "store")
+        cls.names = link_store.link_store(
+            os.path.join(BIN_DIR, "rbln-artifact-synth"), cls.store,
+            cls.COUNT)
+        cls.daemon = Daemon(cls.store, os.path.join(cls.root, "d.sock"))
+        cls.channel = grpc.insecure_channel(cls.daemon.address)
+        cls.stub = pb_grpc.ArtifactServiceStub(cls.channel)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.daemon.stop()
+
+    def page(self, **request):
+        return self.stub.ListArtifacts(pb.ListArtifactsRequest(**request),
+                                       timeout=RPC_TIMEOUT_S)
+
+    def all_pages(self, **request):
+        """Every name, following next_page_token; and the pages taken."""
+        names, pages, token = [], 0, ""
+        while True:
+            reply = self.page(page_token=token, **request)
+            pages += 1
+            self.assertEqual(bool(reply.roots), pages == 1)
+            self.assertFalse([a for a in reply.artifacts if a.error])
+            names += [a.artifact for a in reply.artifacts]
+            token = reply.next_page_token
+            if not token:
+                return names, pages
+
+    def test_lists_every_artifact_in_pages_in_byte_order(self):
+        names, pages = self.all_pages()
+        self.assertEqual(names, self.names)
+        self.assertEqual(pages, self.COUNT // 1000)
+        names, pages = self.all_pages(page_size=3000)
+        self.assertEqual(names, self.names)
+        self.assertEqual(pages, 4)
+        # Larger than 10,000 is 10,000.
+        self.assertEqual(len(self.page(page_size=50000).artifacts),
+                         self.COUNT)
+
+    def test_prefix_is_plain_bytes(self):
+        names, _ = self.all_pages(prefix="team1", page_size=700)
+        self.assertEqual(names,
+                         [n for n in self.names if n.startswith("team1")])
+        names, _ = self.all_pages(prefix="team2/m00250")
+        self.assertEqual(names, ["team2/m00250%d" % i for i in range(10)])
+
+    def test_token_from_a_store_that_changed_meanwhile(self):
+        first = self.page(page_size=2, prefix="team9/")
+        self.assertEqual([a.artifact for a in first.artifacts],
+                         self.names[9000:9002])
+        # The last name returned goes, one before it and one after it come:
+        # the next page continues after the last name returned.
+        moved = os.path.join(self.store, "team9/m009001")
+        os.rename(moved, moved + "x")
+        os.rename(os.path.join(self.store, "team9/m009000"),
+                  os.path.join(self.store, "team9/m009000a"))
+        try:
+            rest = self.page(page_size=2, prefix="team9/",
+                             page_token=first.next_page_token)
+            self.assertEqual([a.artifact for a in rest.artifacts],
+                             ["team9/m009001x", "team9/m009002"])
+        finally:
+            os.rename(moved + "x", moved)
+            os.rename(os.path.join(self.store, "team9/m009000a"),
+                      os.path.join(self.store, "team9/m009000"))
+
+    def test_bad_page_size_and_token_are_invalid_argument(self):
+        for request in (dict(page_size=-1), dict(page_token="not a token"),
+                        dict(page_token="TDE6OTk5OnRlYW0x")):
+            with self.assertRaises(grpc.RpcError) as caught:
+                self.page(**request)
+            self.assertEqual(caught.exception.code(),
+                             grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertRegex(caught.exception.details(),
+                             "page_size|page_token")
 
 
 class LongWriteTest(unittest.TestCase):

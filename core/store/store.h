@@ -250,11 +250,14 @@ class ArtifactStore {
   // options.verify_payload asks for the payloads to be read).
   // ReadMode::kCachedOnly answers only from the cache, with null when the
   // artifact would have to be read (it still resolves the name, so a name
-  // that does not resolve is its error). A name in the store that is a
-  // symbolic link to an artifact beside it is followed (what is not such a
-  // link is refused); *link_target, when given, gets the target's canonical
-  // name, or "" when no link was followed.
-  enum class ReadMode { kMayRead, kCachedOnly };
+  // that does not resolve is its error). ReadMode::kReadWithoutKeeping
+  // reads what the cache does not hold and does not keep it: a listing of
+  // every artifact must not fill the cache (nor push out what readers use).
+  // A name in the store that is a symbolic link to an artifact beside it is
+  // followed (what is not such a link is refused); *link_target, when
+  // given, gets the target's canonical name, or "" when no link was
+  // followed.
+  enum class ReadMode { kMayRead, kCachedOnly, kReadWithoutKeeping };
   absl::StatusOr<std::shared_ptr<const Artifact>> ReadShared(
       absl::string_view name, ArtifactOptions options = {},
       ReadMode mode = ReadMode::kMayRead, std::string* link_target = nullptr);
@@ -301,6 +304,18 @@ class ArtifactStore {
   // the store that is not followed, one leading outside its read-only root,
   // an unreadable or too deep directory).
   absl::StatusOr<StoreListing> ListAll();
+  // One page of that listing: at most `limit` (> 0) entries, artifacts and
+  // entries passed over, from `from` on (the store's in byte order of their
+  // names, then each read-only root's), whose canonical names start with
+  // `prefix`; `more` when the page filled before the listing ended. Reads
+  // only the directories on the way to `from` and after it
+  // (core/store/listing.h).
+  struct ListedPage {
+    std::vector<ListedEntry> entries;
+    bool more = false;
+  };
+  absl::StatusOr<ListedPage> ListPage(const ListPosition& from,
+                                      absl::string_view prefix, size_t limit);
 
   // The device figures that apply to `artifact`, their source naming where
   // its NPU came from; the provider's error when there are none (no NPU

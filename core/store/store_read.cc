@@ -1,11 +1,13 @@
 // ArtifactStore's reads (core/store/store.h): artifacts and summaries
 // through the artifact cache, under the artifact's reader lock, and the
 // listings of the store and the read-only roots (core/store/listing.h).
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "core/core_metrics.h"
 #include "core/error_facts.h"
@@ -37,9 +39,21 @@ absl::StatusOr<std::shared_ptr<const T>> ReadLocked(ArtifactLockTable& locks,
 // hits: on a miss its caller reads next, and that lookup counts, so that one
 // read counts once.
 void CountCacheMiss(ArtifactStore::ReadMode mode) {
-  if (mode == ArtifactStore::ReadMode::kMayRead) {
+  if (mode != ArtifactStore::ReadMode::kCachedOnly) {
     CountArtifactCacheLookup(CacheLookup::kMiss);
   }
+}
+
+// The root-relative prefix that selects, in `root`, the canonical names
+// starting with `prefix`; none when no name of the root can.
+std::optional<std::string> PrefixIn(const NamedRoot& root,
+                                    absl::string_view prefix) {
+  const std::string qualifier = QualifiedArtifactName(root, "");
+  if (absl::StartsWith(prefix, qualifier)) {
+    return std::string(prefix.substr(qualifier.size()));
+  }
+  if (absl::StartsWith(qualifier, prefix)) return "";
+  return std::nullopt;
 }
 
 }  // namespace
@@ -110,7 +124,9 @@ absl::StatusOr<std::shared_ptr<const Artifact>> ArtifactStore::ReadShared(
                               at.env, at.path,
                               WithCodecs(at, std::move(options)));
                         }));
-  if (cached) artifact_cache_.InsertArtifact(at.freshness, shared, start);
+  if (cached && mode == ReadMode::kMayRead) {
+    artifact_cache_.InsertArtifact(at.freshness, shared, start);
+  }
   return shared;
 }
 
@@ -146,7 +162,9 @@ ArtifactStore::ReadSummary(const Located& asked, ReadMode mode,
                           return ReadArtifactSummary(at.env, at.path,
                                                      at.freshness);
                         }));
-  artifact_cache_.InsertSummary(at.freshness, at.path, shared, start);
+  if (mode == ReadMode::kMayRead) {
+    artifact_cache_.InsertSummary(at.freshness, at.path, shared, start);
+  }
   return shared;
 }
 
@@ -157,19 +175,47 @@ absl::StatusOr<std::vector<std::string>> ArtifactStore::List() {
 }
 
 absl::StatusOr<StoreListing> ArtifactStore::ListAll() {
+  RBLN_ASSIGN_OR_RETURN(ListedPage page,
+                        ListPage({}, "", std::numeric_limits<size_t>::max()));
   StoreListing listing;
-  RBLN_RETURN_IF_ERROR(ListRoot(names_[0], env_, false, &listing));
-  // A read-only root that cannot be read (unmounted, permissions changed)
-  // is one skipped entry, not a failed listing.
-  for (size_t root = 1; root < names_.size(); ++root) {
-    absl::Status status =
-        ListRoot(names_[root], read_only_[root - 1].env.get(), true, &listing);
-    if (!status.ok()) {
-      listing.skipped.push_back(
-          {LocateRel(root, "").name, std::string(status.message())});
+  AppendToListing(std::move(page.entries), &listing);
+  return listing;
+}
+
+absl::StatusOr<ArtifactStore::ListedPage> ArtifactStore::ListPage(
+    const ListPosition& from, absl::string_view prefix, size_t limit) {
+  ListedPage page;
+  for (size_t root = from.root; root < names_.size(); ++root) {
+    std::optional<std::string> rel_prefix = PrefixIn(names_[root], prefix);
+    if (!rel_prefix.has_value()) continue;
+    const RootPageQuery query = {.after = root == from.root ? from.after : "",
+                                 .prefix = *std::move(rel_prefix),
+                                 .limit = limit - page.entries.size()};
+    if (query.limit == 0) {
+      page.more = true;
+      break;
+    }
+    absl::StatusOr<bool> more =
+        ListRootPage(names_[root], root, LocateRel(root, "").env, root > 0,
+                     query, &page.entries);
+    if (!more.ok()) {
+      if (root == 0) return more.status();
+      // A read-only root that cannot be read (unmounted, permissions
+      // changed) is one skipped entry, not a failed listing.
+      if (query.after.empty() && query.prefix.empty()) {
+        page.entries.push_back(
+            {.name = LocateRel(root, "").name,
+             .skipped_reason = std::string(more.status().message()),
+             .next = {root + 1, ""}});
+      }
+      continue;
+    }
+    if (*more) {
+      page.more = true;
+      break;
     }
   }
-  return listing;
+  return page;
 }
 
 }  // namespace rbln
