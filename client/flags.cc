@@ -103,6 +103,7 @@ struct RawFlags {
   bool list = false;
   bool device_info = false;
   bool server_info = false;
+  std::string prefix;
   std::string model_id;
   std::string output_dir;
   bool replace = false;
@@ -124,6 +125,7 @@ struct RawFlags {
   CLI::Option* list_opt = nullptr;
   CLI::Option* device_info_opt = nullptr;
   CLI::Option* server_info_opt = nullptr;
+  CLI::Option* prefix_opt = nullptr;
   CLI::Option* model_id_opt = nullptr;
   CLI::Option* output_dir_opt = nullptr;
   CLI::Option* replace_opt = nullptr;
@@ -164,7 +166,16 @@ void DefineOperationFlags(CLI::App& app, RawFlags& f) {
   f.list_opt =
       app.add_flag("--list", f.list,
                    "List the artifacts in the daemon's store and read-only "
-                   "roots, and what was skipped and why")
+                   "roots, and what was skipped and why, page by page; with "
+                   "--json as JSON Lines (one object per artifact, then per "
+                   "skipped entry, then not_readable)")
+          ->group(ops);
+  f.prefix_opt =
+      app.add_option("--prefix", f.prefix,
+                     "With --list: only the artifacts whose names start with "
+                     "P (plain text: team3 also matches team30/x; team3/ is "
+                     "the folder)")
+          ->type_name("P")
           ->group(ops);
   f.device_info_opt =
       app.add_flag("--device-info", f.device_info,
@@ -362,6 +373,10 @@ absl::Status CheckFlagsGoWith(const RawFlags& f, const ChosenOperation& op) {
       }
     }
   }
+  if (f.prefix_opt->count() > 0 && operation != Operation::kList) {
+    return UsageError(
+        absl::StrCat("--prefix goes only with --list, not with ", op_flag));
+  }
   if (f.replace_opt->count() > 0 && f.output_dir_opt->count() == 0) {
     return UsageError("--replace needs --output-dir DIR");
   }
@@ -499,6 +514,7 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
     o.expected_current = PositiveInteger(f.expect);
   }
   o.verify = f.verify;
+  o.prefix = f.prefix;
   o.json = f.json;
   return o;
 }

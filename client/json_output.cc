@@ -107,4 +107,40 @@ std::string ToJsonLine(const rapidjson::Value& doc) {
                       "\n");
 }
 
+absl::StatusOr<std::string> FormatListPageJson(
+    const rbln::artifact::v1::ListArtifactsResponse& page) {
+  std::string lines;
+  for (const rbln::artifact::v1::ArtifactSummary& artifact : page.artifacts()) {
+    absl::StatusOr<std::string> line = FormatJson(artifact);
+    if (!line.ok()) return line.status();
+    lines += *line;
+  }
+  return lines;
+}
+
+std::string FormatListEndJson(
+    const std::vector<rbln::artifact::v1::SkippedEntry>& skipped,
+    uint64_t not_readable) {
+  std::string lines;
+  for (const rbln::artifact::v1::SkippedEntry& entry : skipped) {
+    rapidjson::Document doc(rapidjson::kObjectType);
+    auto& alloc = doc.GetAllocator();
+    doc.AddMember("artifact",
+                  rapidjson::Value(entry.artifact().data(),
+                                   entry.artifact().size(), alloc),
+                  alloc);
+    doc.AddMember(
+        "skipped_reason",
+        rapidjson::Value(entry.reason().data(), entry.reason().size(), alloc),
+        alloc);
+    lines += ToJsonLine(doc);
+  }
+  if (not_readable > 0) {
+    rapidjson::Document doc(rapidjson::kObjectType);
+    doc.AddMember("not_readable", not_readable, doc.GetAllocator());
+    lines += ToJsonLine(doc);
+  }
+  return lines;
+}
+
 }  // namespace rbln::client

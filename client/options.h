@@ -46,6 +46,7 @@ struct CliOptions {
   // ResolvePaths.
   std::string written_dir;
   bool verify = false;  // kDescribe and writers
+  std::string prefix;   // kList: only names starting with it
   bool json = false;
   // A TCP --server only (a Unix socket's peer is known by its uid). TLS is
   // on when any of the first three is given; a token needs TLS.

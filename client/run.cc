@@ -179,6 +179,39 @@ int RunResize(const CliOptions& options,
   return PrintReply(reply, human.out, options.json, out, err);
 }
 
+// `--list`: follows the pages, printing each as it comes, so that neither
+// side holds the whole listing.
+int RunList(const CliOptions& options, v1::ArtifactService::StubInterface& stub,
+            std::ostream& out, std::ostream& err) {
+  v1::ListArtifactsRequest request;
+  request.set_prefix(options.prefix);
+  ListTotals totals;
+  for (bool first = true;; first = false) {
+    v1::ListArtifactsResponse page;
+    grpc::ClientContext context;
+    SetDeadline(context, kReadDeadline);
+    grpc::Status status = stub.ListArtifacts(&context, request, &page);
+    if (!status.ok()) {
+      return ReportCallFailure(options, context, status, out, err);
+    }
+    totals.Add(page);
+    if (options.json) {
+      absl::StatusOr<std::string> lines = FormatListPageJson(page);
+      if (!lines.ok()) {
+        return ReportFailure(ClientFailure(lines.status()), true, out, err);
+      }
+      out << *lines << std::flush;
+    } else {
+      out << FormatListPage(page, first) << std::flush;
+    }
+    if (page.next_page_token().empty()) break;
+    request.set_page_token(page.next_page_token());
+  }
+  out << (options.json ? FormatListEndJson(totals.skipped, totals.not_readable)
+                       : FormatListEnd(totals));
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunCommand(const CliOptions& options,
@@ -211,12 +244,8 @@ int RunCommand(const CliOptions& options,
       if (status.ok()) err << FormatWarnings(reply.warnings());
       return finish(status, reply, FormatDescribe(reply));
     }
-    case Operation::kList: {
-      v1::ListArtifactsResponse reply;
-      grpc::Status status =
-          stub.ListArtifacts(&context, v1::ListArtifactsRequest(), &reply);
-      return finish(status, reply, FormatList(reply));
-    }
+    case Operation::kList:
+      return RunList(options, stub, out, err);
     case Operation::kDeviceInfo: {
       v1::GetDeviceInfoResponse reply;
       grpc::Status status =

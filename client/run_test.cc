@@ -84,13 +84,31 @@ class FakeArtifactService final : public v1::ArtifactService::Service {
     return Reply(context);
   }
 
+  // Two pages: "llama" and a skipped entry, then "qwen" and one left out.
   grpc::Status ListArtifacts(grpc::ServerContext* context,
-                             const v1::ListArtifactsRequest*,
+                             const v1::ListArtifactsRequest* request,
                              v1::ListArtifactsResponse* reply) override {
     absl::MutexLock lock(&mu_);
-    reply->set_store("/srv/store");
-    reply->add_artifacts()->set_artifact("llama");
+    list_requests_.push_back(*request);
+    if (request->page_token().empty()) {
+      reply->set_store("/srv/store");
+      reply->add_artifacts()->set_artifact("llama");
+      v1::SkippedEntry* skipped = reply->add_skipped();
+      skipped->set_artifact("linked");
+      skipped->set_reason("a symbolic link");
+      reply->set_next_page_token("page2");
+    } else {
+      reply->add_artifacts()->set_artifact("qwen");
+      v1::ArtifactSummary* link = reply->add_artifacts();
+      link->set_artifact("stable");
+      link->set_link_target("qwen");
+      reply->set_not_readable(1);
+    }
     return Reply(context);
+  }
+  std::vector<v1::ListArtifactsRequest> list_requests() {
+    absl::MutexLock lock(&mu_);
+    return list_requests_;
   }
 
   // While a write runs: its first `waiting_polls` polls say it waits for
@@ -157,6 +175,7 @@ class FakeArtifactService final : public v1::ArtifactService::Service {
   absl::Mutex mu_;
   grpc::Status error_ ABSL_GUARDED_BY(mu_);
   bool mark_replies_ ABSL_GUARDED_BY(mu_) = true;
+  std::vector<v1::ListArtifactsRequest> list_requests_ ABSL_GUARDED_BY(mu_);
   int waiting_polls_ ABSL_GUARDED_BY(mu_) = 0;
   int waiting_replies_ ABSL_GUARDED_BY(mu_) = 0;
   v1::GetKvcacheNumBlocksRequest get_request_ ABSL_GUARDED_BY(mu_);
@@ -335,15 +354,42 @@ TEST_F(RunCommandTest, DescribeSendsVerifyAndPrintsWarnings) {
             "warning: a live RBLN-CR03 is not the artifact's RBLN-CA12\n");
 }
 
-TEST_F(RunCommandTest, JsonForEveryReadParsesBack) {
-  EXPECT_EQ(Run({"--list", "--json"}), kExitOk);
-  v1::ListArtifactsResponse list;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(out_, &list).ok())
-      << out_;
-  EXPECT_EQ(list.store(), "/srv/store");
-  ASSERT_EQ(list.artifacts_size(), 1);
-  EXPECT_EQ(list.artifacts(0).artifact(), "llama");
+TEST_F(RunCommandTest, ListFollowsThePagesWithThePrefix) {
+  EXPECT_EQ(Run({"--list", "--json", "--prefix", "team3/"}), kExitOk);
+  EXPECT_EQ(out_,
+            "{\"artifact\":\"llama\",\"kvcache_num_blocks\":0,\"npu\":\"\","
+            "\"num_nodes\":0,\"cls_name\":\"\",\"error\":\"\","
+            "\"link_target\":\"\"}\n"
+            "{\"artifact\":\"qwen\",\"kvcache_num_blocks\":0,\"npu\":\"\","
+            "\"num_nodes\":0,\"cls_name\":\"\",\"error\":\"\","
+            "\"link_target\":\"\"}\n"
+            "{\"artifact\":\"stable\",\"kvcache_num_blocks\":0,\"npu\":\"\","
+            "\"num_nodes\":0,\"cls_name\":\"\",\"error\":\"\","
+            "\"link_target\":\"qwen\"}\n"
+            "{\"artifact\":\"linked\",\"skipped_reason\":\"a symbolic "
+            "link\"}\n"
+            "{\"not_readable\":1}\n");
+  const std::vector<v1::ListArtifactsRequest> requests =
+      service_.list_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].prefix(), "team3/");
+  EXPECT_EQ(requests[1].prefix(), "team3/");
+  EXPECT_EQ(requests[1].page_token(), "page2");
+  EXPECT_EQ(Run({"--list"}), kExitOk);
+  EXPECT_EQ(out_,
+            "store: /srv/store\n"
+            "ARTIFACT  BLOCKS  NPU  NODES  CLASS\n"
+            "llama          0           0\n"
+            // Aligned within each page.
+            "qwen                 0           0\n"
+            "stable -> qwen       0           0\n"
+            "skipped 1:\n"
+            "  linked: a symbolic link\n"
+            "left out 1 artifact(s) you cannot read yourself (ask their "
+            "owner, or for operator rights: rbln-artifactd --operators)\n");
+}
 
+TEST_F(RunCommandTest, JsonForEveryReadParsesBack) {
   EXPECT_EQ(Run({"--get-kvcache-num-blocks", "--model-id", "llama", "--json"}),
             kExitOk);
   v1::GetKvcacheNumBlocksResponse get;

@@ -265,30 +265,23 @@ std::string FormatDescribe(const v1::DescribeArtifactResponse& reply) {
   return text + FormatVerified(reply);
 }
 
-std::string FormatList(const v1::ListArtifactsResponse& reply) {
-  std::string text = FormatRoots(reply.store(), reply.roots());
-  std::string skipped;
-  if (reply.skipped_size() > 0) {
-    skipped = absl::StrCat("skipped ", reply.skipped_size(), ":\n");
-    for (const v1::SkippedEntry& entry : reply.skipped()) {
-      absl::StrAppend(&skipped, "  ", entry.artifact(), ": ", entry.reason(),
-                      "\n");
-    }
-  }
-  if (reply.not_readable() > 0) {
-    absl::StrAppend(&skipped, "left out ", reply.not_readable(),
-                    " artifact(s) you cannot read yourself (ask their owner, "
-                    "or for operator rights: rbln-artifactd --operators)\n");
-  }
-  if (reply.artifacts_size() == 0) return text + "(no artifacts)\n" + skipped;
+void ListTotals::Add(const v1::ListArtifactsResponse& page) {
+  any_artifacts = any_artifacts || page.artifacts_size() > 0;
+  skipped.insert(skipped.end(), page.skipped().begin(), page.skipped().end());
+  not_readable += page.not_readable();
+}
+
+std::string FormatListPage(const v1::ListArtifactsResponse& page, bool first) {
+  std::string text = first ? FormatRoots(page.store(), page.roots()) : "";
+  if (page.artifacts_size() == 0) return text;
   bool any_error = std::any_of(
-      reply.artifacts().begin(), reply.artifacts().end(),
+      page.artifacts().begin(), page.artifacts().end(),
       [](const v1::ArtifactSummary& a) { return !a.error().empty(); });
   std::vector<Column> columns = {
       {"ARTIFACT"}, {"BLOCKS", true}, {"NPU"}, {"NODES", true}, {"CLASS"}};
   if (any_error) columns.push_back({"ERROR"});
   std::vector<std::vector<std::string>> rows;
-  for (const v1::ArtifactSummary& a : reply.artifacts()) {
+  for (const v1::ArtifactSummary& a : page.artifacts()) {
     const std::string name = ArtifactWithLink(a.artifact(), a.link_target());
     if (!a.error().empty()) {
       rows.push_back({name, "-", "-", "-", "-", a.error()});
@@ -297,7 +290,32 @@ std::string FormatList(const v1::ListArtifactsResponse& reply) {
     rows.push_back({name, absl::StrCat(a.kvcache_num_blocks()), a.npu(),
                     absl::StrCat(a.num_nodes()), a.cls_name()});
   }
-  return text + RenderTable(columns, rows) + skipped;
+  std::string table = RenderTable(columns, rows);
+  if (!first) table.erase(0, table.find('\n') + 1);
+  return text + table;
+}
+
+std::string FormatListEnd(const ListTotals& totals) {
+  std::string text = totals.any_artifacts ? "" : "(no artifacts)\n";
+  if (!totals.skipped.empty()) {
+    absl::StrAppend(&text, "skipped ", totals.skipped.size(), ":\n");
+    for (const v1::SkippedEntry& entry : totals.skipped) {
+      absl::StrAppend(&text, "  ", entry.artifact(), ": ", entry.reason(),
+                      "\n");
+    }
+  }
+  if (totals.not_readable > 0) {
+    absl::StrAppend(&text, "left out ", totals.not_readable,
+                    " artifact(s) you cannot read yourself (ask their owner, "
+                    "or for operator rights: rbln-artifactd --operators)\n");
+  }
+  return text;
+}
+
+std::string FormatList(const v1::ListArtifactsResponse& reply) {
+  ListTotals totals;
+  totals.Add(reply);
+  return FormatListPage(reply, true) + FormatListEnd(totals);
 }
 
 std::string FormatDeviceInfo(const v1::GetDeviceInfoResponse& reply) {

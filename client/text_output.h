@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "client/options.h"
 #include "google/protobuf/repeated_ptr_field.h"
@@ -42,6 +43,21 @@ ResizeOutput FormatResize(const CliOptions& options,
 // store follows as "current -> v2".
 std::string FormatDescribe(
     const rbln::artifact::v1::DescribeArtifactResponse& reply);
+// `--list`, printed page by page as the pages come: the roots (first page)
+// and a table of each page's artifacts (the header on the first page only;
+// columns are aligned within a page), then, once the last page is in, what
+// every page skipped and how many artifacts were left out. FormatList is
+// one page that is also the last.
+struct ListTotals {
+  bool any_artifacts = false;
+  std::vector<rbln::artifact::v1::SkippedEntry> skipped;
+  uint64_t not_readable = 0;
+  // Adds what `page` reports to the totals.
+  void Add(const rbln::artifact::v1::ListArtifactsResponse& page);
+};
+std::string FormatListPage(
+    const rbln::artifact::v1::ListArtifactsResponse& page, bool first);
+std::string FormatListEnd(const ListTotals& totals);
 std::string FormatList(const rbln::artifact::v1::ListArtifactsResponse& reply);
 std::string FormatDeviceInfo(
     const rbln::artifact::v1::GetDeviceInfoResponse& reply);

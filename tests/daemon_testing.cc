@@ -327,6 +327,18 @@ rapidjson::Document ParseJson(const Outcome& outcome) {
   return doc;
 }
 
+std::vector<rapidjson::Document> ParseJsonLines(const Outcome& outcome) {
+  std::vector<rapidjson::Document> docs;
+  for (absl::string_view line :
+       absl::StrSplit(outcome.out, '\n', absl::SkipEmpty())) {
+    rapidjson::Document& doc = docs.emplace_back();
+    doc.Parse(line.data(), line.size());
+    EXPECT_FALSE(doc.HasParseError()) << "not JSON: " << line;
+    EXPECT_TRUE(doc.IsObject()) << line;
+  }
+  return docs;
+}
+
 void DaemonTest::SetUp() { std::filesystem::create_directories(store_); }
 
 void DaemonTest::TearDown() { Stop(); }

@@ -175,6 +175,10 @@ uint64_t JsonU64(const rapidjson::Value& object, const char* field);
 // Parses stdout as one JSON object (fails the test otherwise).
 rapidjson::Document ParseJson(const Outcome& outcome);
 
+// Parses stdout as JSON Lines, one object a line (fails the test
+// otherwise): rbln-artifact --list --json.
+std::vector<rapidjson::Document> ParseJsonLines(const Outcome& outcome);
+
 // --- The fixture ---
 
 // A test of one rbln-artifactd over a store of its own: a fresh root

@@ -38,3 +38,10 @@ def link_store(synth, store, count, preset="tiny", payload="4KiB"):
             os.link(os.path.join(source, file), os.path.join(target, file))
         names.append(name)
     return sorted(names)
+
+
+if __name__ == "__main__":
+    import sys
+    if len(sys.argv) != 4:
+        sys.exit("usage: link_store.py RBLN_ARTIFACT_SYNTH STORE COUNT")
+    link_store(sys.argv[1], sys.argv[2], int(sys.argv[3]))

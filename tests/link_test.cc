@@ -31,6 +31,7 @@ namespace v1 = ::rbln::artifact::v1;
 using ::rbln::testing::HashTree;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class LinkTest : public StubDaemonTest {
  protected:
@@ -120,15 +121,37 @@ TEST_F(LinkTest, GetSetFitDescribeAndListWorkThroughALink) {
   ASSERT_EQ(list.code, 0) << list;
   EXPECT_THAT(list.out, ContainsRegex("\ncurrent -> v2 +[0-9]+ +RBLN-CA12"));
   EXPECT_THAT(list.out, ContainsRegex("\nv1 +12 +RBLN-CA12"));
+  // JSON Lines: one object per artifact, each with its link_target.
   list = Cli("--list --json");
   ASSERT_EQ(list.code, 0) << list;
-  doc = ParseJson(list);
   std::map<std::string, std::string> targets;
-  for (const rapidjson::Value& a : doc["artifacts"].GetArray()) {
+  for (const rapidjson::Document& a : ParseJsonLines(list)) {
+    ASSERT_TRUE(a.HasMember("link_target")) << list;
     targets[Text(a, "artifact")] = Text(a, "link_target");
   }
   EXPECT_EQ(targets, (std::map<std::string, std::string>{
                          {"current", "v2"}, {"v1", ""}, {"v2", ""}}));
+  // A page of one at a time (the link on its own page), and a prefix.
+  targets.clear();
+  v1::ListArtifactsRequest request;
+  request.set_page_size(1);
+  do {
+    v1::ListArtifactsResponse page;
+    const grpc::Status status =
+        stub_->ListArtifacts(Context().get(), request, &page);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_LE(page.artifacts_size(), 1);
+    for (const v1::ArtifactSummary& a : page.artifacts()) {
+      targets[a.artifact()] = a.link_target();
+    }
+    request.set_page_token(page.next_page_token());
+  } while (!request.page_token().empty());
+  EXPECT_EQ(targets, (std::map<std::string, std::string>{
+                         {"current", "v2"}, {"v1", ""}, {"v2", ""}}));
+  list = Cli("--list --prefix cur");
+  ASSERT_EQ(list.code, 0) << list;
+  EXPECT_THAT(list.out, ContainsRegex("\ncurrent -> v2 +[0-9]+ +RBLN-CA12"));
+  EXPECT_THAT(list.out, Not(ContainsRegex("\nv[12] ")));
 
   // Switching the link switches what is read, at once.
   SwitchLink("v1", "current");
