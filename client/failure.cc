@@ -27,6 +27,24 @@ bool TransportMayCause(absl::StatusCode code) {
   }
 }
 
+// What broke off a call that got no reply of the daemon's, as gRPC's `code`
+// tells it: a `write` either way.
+std::string WhatHappened(absl::StatusCode code, bool write) {
+  switch (code) {
+    case absl::StatusCode::kDeadlineExceeded:
+      return write ? "no reply from the daemon in time during the write"
+                   : "no reply from the daemon in time";
+    case absl::StatusCode::kResourceExhausted:
+      // gRPC's own limit on a message (4 MiB by default), or a limit of
+      // the transport: not a closed connection.
+      return write ? "a message of the write was larger than gRPC allows"
+                   : "the reply was larger than gRPC allows";
+    default:
+      return write ? "the daemon closed the connection during the write"
+                   : "the daemon closed the connection before replying";
+  }
+}
+
 // The reason and counts of the daemon's ErrorDetail, into `failure`.
 void AddErrorDetail(const rbln::artifact::v1::ErrorDetail& detail,
                     Failure* failure) {
@@ -112,7 +130,6 @@ Failure CallFailure(const CliOptions& options, const absl::Status& status,
   }
   const std::string cause = absl::StrCat(
       absl::StatusCodeToString(status.code()), ": ", status.message());
-  const bool late = absl::IsDeadlineExceeded(status);
   const bool changes = IsWriter(options.operation) && !options.dry_run;
   std::string message;
   if (changes) {
@@ -123,21 +140,16 @@ Failure CallFailure(const CliOptions& options, const absl::Status& status,
               "complete resized copy";
     const std::string check =
         options.output_dir.empty() ? options.model_id : options.output_dir;
-    message =
-        absl::StrCat(late ? "no reply from the daemon in time during the write"
-                          : "the daemon closed the connection during the write",
-                     "; ", what,
-                     "; check with --get-kvcache-num-blocks "
-                     "--model-id ",
-                     check, " (gRPC: ", cause, ")");
+    message = absl::StrCat(WhatHappened(status.code(), true), "; ", what,
+                           "; check with --get-kvcache-num-blocks "
+                           "--model-id ",
+                           check, " (gRPC: ", cause, ")");
     failure.details.emplace_back("outcome", "unknown");
   } else {
-    message =
-        absl::StrCat(late ? "no reply from the daemon in time"
-                          : "the daemon closed the connection before replying",
-                     "; nothing was changed (",
-                     IsWriter(options.operation) ? "a dry run" : "a read",
-                     " changes nothing); retry (gRPC: ", cause, ")");
+    message = absl::StrCat(WhatHappened(status.code(), false),
+                           "; nothing was changed (",
+                           IsWriter(options.operation) ? "a dry run" : "a read",
+                           " changes nothing); retry (gRPC: ", cause, ")");
     failure.details.emplace_back("outcome", "unchanged");
   }
   failure.status = absl::Status(status.code(), message);

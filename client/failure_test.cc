@@ -175,6 +175,19 @@ TEST(FailureTest, InterruptedReadChangedNothing) {
                                    "changes nothing); retry (gRPC: "
                                    "UNAVAILABLE: Socket closed)\n"));
   EXPECT_EQ(Detail(read, "outcome"), "unchanged");
+  // A reply over gRPC's message limit is no closed connection.
+  Failure big =
+      CallFailure(get,
+                  absl::ResourceExhaustedError(
+                      "Received message larger than max (4710060 vs. 4194304)"),
+                  false);
+  EXPECT_EQ(big.exit_code, kExitInterrupted);
+  EXPECT_THAT(big.text, HasSubstr("the reply was larger than gRPC allows; "
+                                  "nothing was changed"));
+  EXPECT_THAT(big.text, HasSubstr("(gRPC: RESOURCE_EXHAUSTED: Received "
+                                  "message larger than max (4710060 vs. "
+                                  "4194304))"));
+  EXPECT_THAT(big.text, Not(HasSubstr("closed the connection")));
   CliOptions dry_run = Writer();
   dry_run.dry_run = true;
   EXPECT_THAT(CallFailure(dry_run, absl::CancelledError("gone"), false).text,

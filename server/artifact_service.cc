@@ -453,14 +453,14 @@ grpc::Status ArtifactServiceImpl::ListArtifacts(
     // Cut short by bytes: the rest comes on the next page.
     if (bytes >= kMaxListReplyBytes) {
       resp->set_next_page_token(ListPageToken(page->entries[i - 1].next));
-      return log.Finish(absl::OkStatus());
+      return log.FinishReply(*resp);
     }
     bytes += FillListed(*caller, page->entries[i], resp);
   }
   if (page->more) {
     resp->set_next_page_token(ListPageToken(page->entries.back().next));
   }
-  return log.Finish(absl::OkStatus());
+  return log.FinishReply(*resp);
 }
 
 size_t ArtifactServiceImpl::FillListed(const Caller& caller,
@@ -518,7 +518,7 @@ grpc::Status ArtifactServiceImpl::GetDeviceInfo(
     return log.Finish(auth.status());
   }
   FillDeviceInfo(dram_->Report(), resp);
-  return log.Finish(absl::OkStatus());
+  return log.FinishReply(*resp);
 }
 
 grpc::Status ArtifactServiceImpl::GetWriteProgress(
@@ -571,7 +571,7 @@ grpc::Status ArtifactServiceImpl::GetServerInfo(
   resp->set_codec(facts_.codec);
   resp->set_caller(WireText(caller->identity));
   resp->set_role(std::string(caller->role()));
-  return log.Finish(absl::OkStatus());
+  return log.FinishReply(*resp);
 }
 
 void ArtifactServiceImpl::CancelUncommittedWrites() { stopping_.store(true); }

@@ -1,6 +1,7 @@
 #include "server/request_log.h"
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
 #include "core/text.h"
 #include "server/proto_conversions.h"
 #include "spdlog/spdlog.h"
@@ -37,6 +38,20 @@ grpc::Status RequestLog::Finish(const absl::Status& status) {
   finished_.store(true, std::memory_order_release);
   if (!once_sent_ || !status.ok()) WriteLine();
   return MarkedReply(context_, ToGrpc(status));
+}
+
+grpc::Status RequestLog::FinishReply(const google::protobuf::Message& reply) {
+  const size_t bytes = reply.ByteSizeLong();
+  if (bytes > kMaxReplyMessageBytes) {
+    return Finish(absl::ResourceExhaustedError(absl::StrCat(
+        "the reply is ", bytes, " bytes, more than the ", kMaxReplyMessageBytes,
+        " bytes a gRPC client receives by default; ask for less")));
+  }
+  if (context_->IsCancelled()) {
+    return Finish(absl::CancelledError(
+        "the caller cancelled the call, or went away, before its reply"));
+  }
+  return Finish(absl::OkStatus());
 }
 
 void RequestLog::WriteLine() {

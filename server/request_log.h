@@ -20,12 +20,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "google/protobuf/message.h"
 #include "grpcpp/grpcpp.h"
 #include "server/auth.h"
 #include "server/log_format.h"
 #include "server/running_list.h"
 
 namespace rbln {
+
+// gRPC's default limit on a message a client receives: a larger reply
+// reaches no client that keeps the default (each of ours does).
+inline constexpr size_t kMaxReplyMessageBytes = 4 << 20;
 
 class RequestLog;
 using RunningRequests = RunningList<RequestLog>;
@@ -62,6 +67,12 @@ class RequestLog {
   // returns the reply's status, an error marked as the handler's own
   // (MarkedReply, server/proto_conversions.h).
   grpc::Status Finish(const absl::Status& status);
+  // Finish(OK) for a synchronous handler whose reply is `reply`, unless it
+  // cannot be delivered: a reply over kMaxReplyMessageBytes is
+  // RESOURCE_EXHAUSTED (logged as such, and said to the caller instead of a
+  // reply it would refuse), and a call its caller cancelled or left is
+  // CANCELLED; never outcome=OK for a caller who got nothing.
+  grpc::Status FinishReply(const google::protobuf::Message& reply);
 
   // Logs the line of a finished request, once; nothing for one not finished.
   // A change's line is flushed before its reply.

@@ -5,10 +5,13 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "rbln/artifact/v1/artifact_service.pb.h"
 #include "server/testing/captured_log.h"
 
 namespace rbln {
 namespace {
+
+namespace v1 = ::rbln::artifact::v1;
 
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -19,6 +22,13 @@ class RequestLogTest : public ::testing::Test {
     int running = 0;
     running_.ForEach([&](const RequestLog&) { ++running; });
     return running;
+  }
+
+  // A reply of about `bytes` bytes.
+  static v1::ListArtifactsResponse BigReply(size_t bytes) {
+    v1::ListArtifactsResponse reply;
+    reply.set_store(std::string(bytes, 'x'));
+    return reply;
   }
 
   rbln::testing::CapturedLog log_;
@@ -53,6 +63,21 @@ TEST_F(RequestLogTest, AWriteLogsItsCounts) {
   EXPECT_TRUE(log.Finish(absl::OkStatus()).ok());
   EXPECT_THAT(log_.str(), HasSubstr("caller=none"));
   EXPECT_THAT(log_.str(), HasSubstr("previous=12 new=10 written=true"));
+}
+
+TEST_F(RequestLogTest, AReplyNoClientWouldTakeIsLoggedAsFailed) {
+  RequestLog log(&running_, &context_, "ListArtifacts", "");
+  grpc::Status status = log.FinishReply(BigReply(kMaxReplyMessageBytes + 1));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("bytes a gRPC client"));
+  EXPECT_THAT(log_.str(), HasSubstr("outcome=RESOURCE_EXHAUSTED"));
+  EXPECT_THAT(log_.str(), Not(HasSubstr("outcome=OK")));
+}
+
+TEST_F(RequestLogTest, AReplyWithinTheLimitIsOk) {
+  RequestLog log(&running_, &context_, "ListArtifacts", "");
+  EXPECT_TRUE(log.FinishReply(BigReply(1000)).ok());
+  EXPECT_THAT(log_.str(), HasSubstr("outcome=OK"));
 }
 
 TEST_F(RequestLogTest, AnAnsweredReadIsLoggedOnceSent) {
