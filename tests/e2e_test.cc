@@ -438,10 +438,14 @@ TEST_F(E2eTest, TheOldVersionStaysForTheDefaultGraceAndGoesAtShutdown) {
   const std::string log = ReadIfExists(daemon_.stderr_path);
   const size_t removing =
       log.find("stopping: removing 1 old artifact version(s) now");
-  const size_t stopped = log.find("rbln-artifactd stopped");
+  // The last line says how long the stop took.
+  const size_t stopped = log.find("rbln-artifactd stopped: exiting ");
   ASSERT_NE(removing, std::string::npos) << log;
   ASSERT_NE(stopped, std::string::npos) << log;
   EXPECT_LT(removing, stopped) << log;
+  EXPECT_THAT(log.substr(stopped),
+              ::testing::ContainsRegex("^rbln-artifactd stopped: exiting "
+                                       "[0-9]+ ms after signal 15\n"));
 }
 
 TEST_F(E2eTest, OldVersionGraceSecondsIsHonouredFromFlagAndConfigFile) {
