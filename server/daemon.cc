@@ -1,6 +1,7 @@
 #include "server/daemon.h"
 
 #include <grp.h>
+#include <grpc/grpc.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/security/tls_certificate_provider.h>
@@ -578,6 +579,7 @@ bool Daemon::Stop(absl::Duration grace, absl::string_view why) {
       std::string(why), FormatSeconds(grace));
   std::thread stopper(
       [this, deadline = start + grace + absl::Seconds(kGrpcCancelSeconds)]() {
+        shutdown_called_.store(true);
         server_->Shutdown(absl::ToChronoTime(deadline));
         server_->Wait();
         ended_.store(true);
@@ -590,10 +592,7 @@ bool Daemon::Stop(absl::Duration grace, absl::string_view why) {
                  service_->active_writes());
   }
   service_->CancelUncommittedWrites();
-  const absl::Time limit = start + grace + absl::Seconds(kForcedExitSeconds);
-  while (!ended_.load() && absl::Now() < limit) {
-    absl::SleepFor(absl::Milliseconds(20));
-  }
+  CloseConnectionsWhenIdle(start + grace + absl::Seconds(kForcedExitSeconds));
   if (!ended_.load()) {
     stopper.detach();  // stuck in gRPC's Shutdown, as its calls are
     return false;
@@ -606,6 +605,21 @@ bool Daemon::Stop(absl::Duration grace, absl::string_view why) {
   // grace period, and logs that it does. No call is left to use it.
   store_.reset();
   return true;
+}
+
+void Daemon::CloseConnectionsWhenIdle(absl::Time limit) {
+  // gRPC's Shutdown ends only once every client connection is gone, and an
+  // idle client may take seconds to answer its GOAWAY: once no call is
+  // running (or kGrpcCancelSeconds from now), connections are closed, and
+  // again every round for one that raced with the Shutdown's start.
+  const absl::Time calls_end = absl::Now() + absl::Seconds(kGrpcCancelSeconds);
+  while (!ended_.load() && absl::Now() < limit) {
+    if (shutdown_called_.load() &&
+        (absl::Now() >= calls_end || service_->DescribeRunning().empty())) {
+      grpc_server_cancel_all_calls(server_->c_server());
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
 }
 
 void Daemon::ExitForcibly() {

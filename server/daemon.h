@@ -66,7 +66,8 @@ class Daemon {
 
   // Takes no new calls (health says NOT_SERVING, logged with `why`); lets
   // running writes finish for `grace`, then cancels those not yet at their
-  // commit point, and gRPC cancels what is left kGrpcCancelSeconds later.
+  // commit point, and gRPC cancels what is left kGrpcCancelSeconds later;
+  // client connections are closed as soon as no call runs.
   // True once every call has ended and the listeners, the sockets and the
   // store are closed; false when calls still run at grace +
   // kForcedExitSeconds (a thread stuck in the kernel): then nothing may be
@@ -96,6 +97,8 @@ class Daemon {
   std::optional<DaemonError> Serve();
   std::optional<DaemonError> StartHealthServer();
   void LogServing() const;
+  // Stop's last step: waits until gRPC has ended every call, or `limit`.
+  void CloseConnectionsWhenIdle(absl::Time limit);
 
   // Sets a health status (gRPC's SetServingStatus arguments) on the main
   // server and the health server alike.
@@ -111,6 +114,8 @@ class Daemon {
   bool stopped_ = false;
   // Set once gRPC's server has ended every call (Stop).
   std::atomic<bool> ended_{false};
+  // Set by Stop's thread just before it calls grpc::Server::Shutdown.
+  std::atomic<bool> shutdown_called_{false};
 
   // Destroyed in the reverse order: the servers first, the codec (which
   // outlives the store that uses it) last.

@@ -12,7 +12,9 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,6 +33,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/format/artifact.h"
 #include "core/os/env.h"
 #include "core/store/staging_name.h"
@@ -745,6 +748,39 @@ TEST_F(HostileTest, ShutdownCancelsAWriteStuckBeforeItsCommitPoint) {
   absl::StatusOr<Artifact> a = Artifact::Open(Env::Default(), store_ + "/a");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->current_num_blocks(), 16u);
+}
+
+// 5 of issue 45. A client that holds a connection open and answers nothing
+// (not the GOAWAY's ping, which gRPC waits 20 s for) does not hold up the
+// exit: once no call runs, the daemon closes its connections.
+TEST_F(HostileTest, ShutdownClosesAConnectionThatAnswersNothing) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--shutdown-grace-seconds", "30"}));
+  ASSERT_TRUE(Get("a").ok());
+  const int conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(conn, 0) << strerror(errno);
+  sockaddr_un to = {};
+  to.sun_family = AF_UNIX;
+  const std::string path(absl::StripPrefix(address_, "unix:"));
+  ASSERT_LT(path.size(), sizeof(to.sun_path));
+  path.copy(to.sun_path, path.size());
+  ASSERT_EQ(connect(conn, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0)
+      << strerror(errno);
+  // HTTP/2's client preface and an empty SETTINGS frame; then silence.
+  const std::string hello =
+      absl::StrCat("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+                   std::string("\0\0\0\x04\0\0\0\0\0", 9));
+  ASSERT_EQ(write(conn, hello.data(), hello.size()),
+            static_cast<ssize_t>(hello.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(kill(daemon_.pid, SIGTERM), 0);
+  // Well before gRPC's 20 s wait for the ping, or the 33 s of the grace
+  // and gRPC's cancel.
+  std::optional<int> status =
+      WaitBounded(daemon_.pid, std::chrono::seconds(15));
+  daemon_.pid = -1;
+  close(conn);
+  ASSERT_TRUE(status.has_value()) << "still running 15 s after SIGTERM";
+  EXPECT_EQ(DescribeWaitStatus(*status), "exit 0");
 }
 
 TEST_F(HostileTest, ShutdownLetsAWriteThatFinishesInTheGraceReportIt) {
