@@ -250,6 +250,9 @@ std::optional<DaemonError> Daemon::StartCodec() {
       hello.can_rescale ? "can rescale" : "cannot rescale (older compiler)",
       config_.codec.workers, external_codec_->worker_uid(),
       absl::ToInt64Seconds(config_.codec.timeout));
+  spdlog::info(
+      "codec containment: {}",
+      std::string(ContainmentModeName(external_codec_->containment())));
   return std::nullopt;
 }
 

@@ -92,6 +92,7 @@ struct RawFlags {
   double probe_timeout_s;
   std::string codec_command;
   std::string codec_user;
+  std::string codec_containment = "auto";
   int codec_timeout_s;
   int codec_workers;
   std::string socket_mode_text;
@@ -225,6 +226,16 @@ void AddCodecFlags(CLI::App& app, RawFlags& raw) {
                  "scratch directory); a name or a number (default: " +
                      raw.codec_user + ")")
       ->type_name("USER")
+      ->group(group);
+  app.add_option("--codec-containment", raw.codec_containment,
+                 "How every process a codec worker starts is ended with it: "
+                 "pidns (a PID namespace of its own; needs CAP_SYS_ADMIN), "
+                 "cgroup (a cgroup of its own, killed whole; needs a "
+                 "delegated cgroup2 tree), subreaper (the daemon adopts and "
+                 "ends what a worker leaves behind), or auto, the first of "
+                 "these that works here (default: auto)")
+      ->type_name("MODE")
+      ->check(CLI::IsMember({"auto", "pidns", "cgroup", "subreaper"}))
       ->group(group);
   app.add_option("--codec-timeout-seconds", raw.codec_timeout_s,
                  "How long one codec request (loading a model, rescaling it) "
@@ -588,6 +599,7 @@ void CopyPlainValues(const RawFlags& raw, DaemonConfig* config) {
   config->probe_timeout = absl::Seconds(raw.probe_timeout_s);
   config->codec.command = raw.codec_command;
   config->codec.user = raw.codec_user;
+  config->codec.containment = *ParseContainmentMode(raw.codec_containment);
   config->codec.timeout = absl::Seconds(raw.codec_timeout_s);
   config->codec.workers = raw.codec_workers;
   config->tls_reload_seconds = raw.tls_reload_seconds;

@@ -219,6 +219,34 @@ TEST_F(StartupTest, ACodecThatCannotStartIsAConfigError) {
   EXPECT_THAT(o.err, HasSubstr("--codec-workers"));
 }
 
+// Issue 44, item 1: a containment mode named that this host does not allow
+// stops the start; auto takes the next that works.
+TEST_F(StartupTest, AContainmentModeTheHostDoesNotAllowIsAConfigError) {
+  Outcome o = RunDaemon("--codec-containment jail");
+  EXPECT_EQ(o.code, kExUsage) << o;
+  EXPECT_THAT(o.err, HasSubstr("--codec-containment"));
+  if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) {
+    GTEST_SKIP() << "needs root and setpriv(1) to start a daemon without "
+                    "CAP_SYS_ADMIN";
+  }
+  const std::string codec =
+      absl::StrCat("/usr/bin/python3 ",
+                   ShellQuote(testing::CopyForOtherUsers(
+                       testing::SourcePath("tests/codecs/test_codec.py"))));
+  const std::string without_sys_admin = absl::StrCat(
+      "cd ", ShellQuote(root_.path()),
+      " && timeout 60 setpriv --bounding-set=-sys_admin ",
+      ShellQuote(testing::BinaryPath("rbln-artifactd")), " --store ",
+      ShellQuote(store_), " --listen ", ShellQuote(UnixAddress("c.sock")),
+      " --rbln-smi none --codec-command ", ShellQuote(codec));
+  o = RunShell(absl::StrCat(without_sys_admin, " --codec-containment pidns"),
+               root_.Join("pidns.err"));
+  EXPECT_EQ(o.code, kExConfig) << o;
+  EXPECT_THAT(o.err, HasSubstr("--codec-containment pidns: a PID namespace "
+                               "cannot be made here"));
+  EXPECT_THAT(o.err, HasSubstr("it needs CAP_SYS_ADMIN"));
+}
+
 TEST_F(StartupTest, MissingConfigFile) {
   const std::string config = root_.Join("absent.toml");
   Outcome o = Run("rbln-artifactd", "--config " + ShellQuote(config));

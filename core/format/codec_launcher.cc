@@ -7,12 +7,14 @@
 #include <linux/capability.h>
 #include <linux/close_range.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "core/os/containment.h"
 #include "core/os/env.h"
 #include "core/os/subprocess.h"
 #include "core/status_macros.h"
@@ -51,7 +54,9 @@ struct ChildFailure {
   int step;  // index into kChildSteps
   int err;
 };
-constexpr const char* kChildSteps[] = {"setgroups",
+constexpr const char* kChildSteps[] = {"join its cgroup",
+                                       "fork in its PID namespace",
+                                       "setgroups",
                                        "setgid",
                                        "setuid",
                                        "clear capabilities or set "
@@ -75,16 +80,31 @@ bool CanChangeIds() {
   return has(CAP_SETUID) && has(CAP_SETGID);
 }
 
+// What the forked child needs to exec a worker.
+struct WorkerExec {
+  const char* program;
+  char* const* argv;
+  int socket_fd;
+  int stderr_fd;
+  int status_fd;
+  int cgroup_procs_fd;  // -1: none
+  bool drop;
+  uid_t uid;
+  gid_t gid;
+  pid_t parent;  // the process that forked it
+};
+
+// Reports the failed step through the status pipe and ends the child.
+[[noreturn]] void FailStep(int status_fd, int step) {
+  const ChildFailure failure{step, errno};
+  ssize_t ignored = write(status_fd, &failure, sizeof(failure));
+  (void)ignored;
+  _exit(127);
+}
+
 // Runs in the forked child: only async-signal-safe calls until execve.
-[[noreturn]] void ExecWorker(const char* program, char* const* argv,
-                             int socket_fd, int stderr_fd, int status_fd,
-                             bool drop, uid_t uid, gid_t gid, pid_t parent) {
-  const auto fail = [status_fd](int step) {
-    const ChildFailure failure{step, errno};
-    ssize_t ignored = write(status_fd, &failure, sizeof(failure));
-    (void)ignored;
-    _exit(127);
-  };
+[[noreturn]] void ExecWorker(const WorkerExec& w) {
+  const auto fail = [&w](int step) { FailStep(w.status_fd, step); };
   // The daemon blocks SIGTERM/SIGINT/SIGHUP for its own use and gRPC ignores
   // SIGPIPE: the worker starts with the ordinary dispositions.
   struct sigaction dfl {};
@@ -95,27 +115,34 @@ bool CanChangeIds() {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   // A group of its own, so that a kill reaches what it started too.
   setpgid(0, 0);
-  if (drop) {
-    if (setgroups(0, nullptr) != 0) fail(0);
-    if (setgid(gid) != 0) fail(1);
-    if (setuid(uid) != 0) fail(2);
+  // Its cgroup, while it may still move itself.
+  if (w.cgroup_procs_fd >= 0 && write(w.cgroup_procs_fd, "0", 1) != 1) {
+    fail(0);
+  }
+  // Raw system calls: glibc's would signal the threads it believes this
+  // process has (after RawFork, the parent's) and wait for them forever.
+  if (w.drop) {
+    if (syscall(SYS_setgroups, 0, nullptr) != 0) fail(2);
+    if (syscall(SYS_setgid, w.gid) != 0) fail(3);
+    if (syscall(SYS_setuid, w.uid) != 0) fail(4);
   }
   // Capabilities the daemon was given as ambient ones (the systemd unit's
   // AmbientCapabilities=) would survive the exec: the codec gets none.
   // EINVAL: a kernel without ambient capabilities, where none survive.
   if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 &&
       errno != EINVAL) {
-    fail(3);
-  }
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(3);
-  // After setuid, which clears it. The signal comes when the thread that
-  // forked ends: the codec's launcher thread, which lives as long as the
-  // codec.
-  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail(4);
-  if (getppid() != parent) _exit(127);  // the daemon died before the prctl
-  if (dup2(socket_fd, STDIN_FILENO) < 0 || dup2(socket_fd, STDOUT_FILENO) < 0 ||
-      dup2(stderr_fd, STDERR_FILENO) < 0) {
     fail(5);
+  }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) fail(5);
+  // After setuid, which clears it. The signal comes when the thread that
+  // forked ends: the codec's launcher thread (or the PID namespace's init),
+  // which lives as long as the codec.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail(6);
+  if (getppid() != w.parent) _exit(127);  // the parent died before the prctl
+  if (dup2(w.socket_fd, STDIN_FILENO) < 0 ||
+      dup2(w.socket_fd, STDOUT_FILENO) < 0 ||
+      dup2(w.stderr_fd, STDERR_FILENO) < 0) {
+    fail(7);
   }
   // Every other descriptor closes at exec (the status pipe only then).
   if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0) {
@@ -126,9 +153,32 @@ bool CanChangeIds() {
             : (1 << 20);
     for (int fd = 3; fd < max_fd; ++fd) fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
-  execve(program, argv, environ);
-  fail(6);
+  execve(w.program, w.argv, environ);
+  fail(8);
   _exit(127);
+}
+
+// PID 1 of the worker's own PID namespace (ContainmentMode::kPidNamespace):
+// forks the worker, lets go of every descriptor (so that the worker's
+// hang-up reaches the daemon), reaps whatever ends, and exits as the worker
+// did; when it exits, the kernel ends every other process of the namespace.
+[[noreturn]] void RunInit(WorkerExec w) {
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) {
+    FailStep(w.status_fd, 6);
+  }
+  w.parent = getpid();  // 1
+  const pid_t worker = RawFork(0);
+  if (worker < 0) FailStep(w.status_fd, 1);
+  if (worker == 0) ExecWorker(w);
+  close_range(0, ~0U, 0);
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  while (true) {
+    int status = 0;
+    const pid_t ended = wait(&status);
+    if (ended < 0 && errno != EINTR) _exit(127);
+    if (ended != worker) continue;
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
 }
 
 }  // namespace
@@ -189,8 +239,12 @@ absl::StatusOr<CodecUser> ResolveCodecUser(const std::string& user) {
                    .drop_privileges = root};
 }
 
-CodecLauncher::CodecLauncher(std::vector<std::string> argv, CodecUser user)
-    : argv_(std::move(argv)), user_(user), thread_([this]() { Loop(); }) {}
+CodecLauncher::CodecLauncher(std::vector<std::string> argv, CodecUser user,
+                             Containment containment)
+    : argv_(std::move(argv)),
+      user_(user),
+      containment_(std::move(containment)),
+      thread_([this]() { Loop(); }) {}
 
 CodecLauncher::~CodecLauncher() {
   {
@@ -260,14 +314,26 @@ absl::StatusOr<CodecProcess> CodecLauncher::Spawn() {
   }
   UniqueFd status_read(status_pipe[0]);
   RBLN_ASSIGN_OR_RETURN(UniqueFd status_write, AboveStdio(status_pipe[1]));
-  const pid_t parent = getpid();
-  const pid_t child = fork();
+  RBLN_ASSIGN_OR_RETURN(std::unique_ptr<ContainedGroup> group,
+                        ContainedGroup::Make(containment_));
+  const WorkerExec exec = {.program = args[0],
+                           .argv = args.data(),
+                           .socket_fd = theirs.get(),
+                           .stderr_fd = err_write.get(),
+                           .status_fd = status_write.get(),
+                           .cgroup_procs_fd = group->procs_fd(),
+                           .drop = user_.drop_privileges,
+                           .uid = user_.uid,
+                           .gid = user_.gid,
+                           .parent = getpid()};
+  const bool pidns = containment_.mode == ContainmentMode::kPidNamespace;
+  const pid_t child = pidns ? RawFork(CLONE_NEWPID) : fork();
   if (child < 0) return ErrnoToStatus("fork for", "the codec", errno);
   if (child == 0) {
-    ExecWorker(args[0], args.data(), theirs.get(), err_write.get(),
-               status_write.get(), user_.drop_privileges, user_.uid, user_.gid,
-               parent);
+    if (pidns) RunInit(exec);
+    ExecWorker(exec);
   }
+  NoteOwnChild(child);
   setpgid(child, child);  // as the child does, whichever runs first
   theirs.Close();
   err_write.Close();
@@ -278,7 +344,7 @@ absl::StatusOr<CodecProcess> CodecLauncher::Spawn() {
     n = read(status_read.get(), &failure, sizeof(failure));
   } while (n < 0 && errno == EINTR);
   if (n == static_cast<ssize_t>(sizeof(failure))) {
-    if (!WaitForExit(child, kCodecExitGrace).has_value()) KillAndReap(child);
+    group->EndAll(child, user_.uid, kCodecExitGrace).IgnoreError();
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot start ", Echo(argv_[0]), " as uid ", user_.uid, ": ",
         kChildSteps[failure.step], " failed: ", strerror(failure.err),
@@ -287,12 +353,14 @@ absl::StatusOr<CodecProcess> CodecLauncher::Spawn() {
                               : ""));
   }
   if (fcntl(ours.get(), F_SETFL, O_NONBLOCK) != 0) {
-    KillAndReap(child);
+    group->EndAll(child, user_.uid, kCodecExitGrace).IgnoreError();
     return ErrnoToStatus("configure", "the codec's socket", errno);
   }
   return CodecProcess{.pid = child,
                       .socket = std::move(ours),
-                      .stderr_fd = std::move(err_read)};
+                      .stderr_fd = std::move(err_read),
+                      .group = std::move(group),
+                      .uid = user_.uid};
 }
 
 }  // namespace rbln

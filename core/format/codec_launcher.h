@@ -8,6 +8,9 @@
 // ordinary signal dispositions, no ambient capabilities and
 // PR_SET_NO_NEW_PRIVS; when privileges are dropped, as the codec user
 // (setgroups(0), setgid, setuid). It dies with the daemon (PR_SET_PDEATHSIG).
+// Whatever it starts is held with it as the Containment says (a PID
+// namespace under an init of ours, a cgroup, or the daemon's subreaper:
+// core/os/containment.h), and ended with it (CodecProcess::group).
 //
 // Thread-safe: CodecLauncher::Launch may be called from any thread.
 #ifndef RBLN_CORE_FORMAT_CODEC_LAUNCHER_H_
@@ -17,6 +20,7 @@
 
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/os/containment.h"
 #include "core/os/unique_fd.h"
 
 namespace rbln {
@@ -33,6 +38,8 @@ namespace rbln {
 // How long a worker has to exit by itself (after a failed exec, or at end of
 // file on its socket) before it is killed.
 inline constexpr absl::Duration kCodecExitGrace = absl::Seconds(1);
+// How long stopping a worker waits for every process it started to be gone.
+inline constexpr absl::Duration kCodecStopGrace = absl::Seconds(3);
 
 // Splits `command` into words as /bin/sh would (GLib's g_shell_parse_argv):
 // blanks separate words; single quotes, double quotes and backslashes quote;
@@ -56,12 +63,16 @@ struct CodecUser {
 // runs as root. FAILED_PRECONDITION for a user unknown on this host.
 absl::StatusOr<CodecUser> ResolveCodecUser(const std::string& user);
 
-// A worker just started: its pid (a process group of its own), the daemon's
-// end of its socket (non-blocking) and the read end of its stderr pipe.
+// A worker just started: its pid (a process group of its own; for
+// ContainmentMode::kPidNamespace, the init of its namespace), the daemon's
+// end of its socket (non-blocking), the read end of its stderr pipe, and
+// the container that ends whatever it starts.
 struct CodecProcess {
   pid_t pid = -1;
   UniqueFd socket;
   UniqueFd stderr_fd;
+  std::unique_ptr<ContainedGroup> group;
+  uid_t uid = 0;  // the uid it runs as
 };
 
 // Forks every worker from a thread of its own: PR_SET_PDEATHSIG fires when
@@ -69,8 +80,10 @@ struct CodecProcess {
 // by request threads (which gRPC may end at any time) would die with them.
 class CodecLauncher {
  public:
-  // `argv[0]` is the program's path.
-  CodecLauncher(std::vector<std::string> argv, CodecUser user);
+  // `argv[0]` is the program's path; each worker is held as `containment`
+  // (from PrepareContainment) says, core/os/containment.h.
+  CodecLauncher(std::vector<std::string> argv, CodecUser user,
+                Containment containment = {});
   // Ends the thread; workers forked from it receive SIGKILL.
   ~CodecLauncher();
 
@@ -90,6 +103,7 @@ class CodecLauncher {
 
   const std::vector<std::string> argv_;
   const CodecUser user_;
+  const Containment containment_;
 
   absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);

@@ -48,8 +48,14 @@ absl::StatusOr<std::unique_ptr<CodecWorker>> CodecWorker::Start(
     CodecProcess process, std::function<void(absl::string_view)> log) {
   UniqueFd stop(eventfd(0, EFD_CLOEXEC));
   if (stop.get() < 0) {
-    KillAndReap(process.pid);
-    return ErrnoToStatus("eventfd for", "the codec", errno);
+    const int err = errno;
+    if (process.group != nullptr) {
+      process.group->EndAll(process.pid, process.uid, kCodecExitGrace)
+          .IgnoreError();
+    } else {
+      KillAndReap(process.pid);
+    }
+    return ErrnoToStatus("eventfd for", "the codec", err);
   }
   return std::unique_ptr<CodecWorker>(
       new CodecWorker(std::move(process), std::move(stop), std::move(log)));
@@ -58,6 +64,8 @@ absl::StatusOr<std::unique_ptr<CodecWorker>> CodecWorker::Start(
 CodecWorker::CodecWorker(CodecProcess process, UniqueFd stop,
                          std::function<void(absl::string_view)> log)
     : pid_(process.pid),
+      uid_(process.uid),
+      group_(std::move(process.group)),
       socket_(std::move(process.socket)),
       stderr_(std::move(process.stderr_fd)),
       stop_(std::move(stop)),
@@ -177,14 +185,33 @@ bool CodecWorker::ExitedBy(absl::Time deadline) {
   return true;
 }
 
-void CodecWorker::Kill() {
-  if (reaped_) return;
+void CodecWorker::Kill() { Stop().IgnoreError(); }
+
+absl::Status CodecWorker::Stop() {
+  if (stopped_) return stop_status_;
+  stopped_ = true;
+  if (group_ == nullptr) {  // a worker made in a test, without a container
+    if (!reaped_) {
+      std::optional<int> status = KillAndReap(pid_);
+      if (status.has_value() && exit_description_.empty()) {
+        exit_description_ =
+            absl::StrCat("killed (", DescribeWaitStatus(*status), ")");
+      }
+    }
+    reaped_ = true;
+    return stop_status_;
+  }
+  // A reaped leader's pid may be another process's by now.
+  if (reaped_) ForgetOwnChild(pid_);
+  std::optional<int> status;
+  stop_status_ = group_->EndAll(reaped_ ? std::nullopt : std::optional(pid_),
+                                uid_, kCodecStopGrace, &status);
   reaped_ = true;
-  std::optional<int> status = KillAndReap(pid_);
   if (status.has_value() && exit_description_.empty()) {
     exit_description_ =
         absl::StrCat("killed (", DescribeWaitStatus(*status), ")");
   }
+  return stop_status_;
 }
 
 std::string CodecWorker::LastStderrLines(bool ended) {

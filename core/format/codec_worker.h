@@ -87,7 +87,12 @@ class CodecWorker {
   // Waits until the worker exits by itself, up to `deadline`.
   bool ExitedBy(absl::Time deadline);
 
-  // SIGKILL to its process group, and reap it.
+  // Ends the worker and every process it started (its ContainedGroup,
+  // core/os/containment.h), and waits up to kCodecStopGrace for all to be
+  // gone; FAILED_PRECONDITION naming the pids of any still there. Once:
+  // later calls return the first answer.
+  absl::Status Stop();
+  // Stop, its answer ignored.
   void Kill();
 
   // The last stderr lines, " | "-separated. After the worker ended, waits a
@@ -109,12 +114,16 @@ class CodecWorker {
   void EmitStderrLine(absl::string_view line, bool cut);
 
   const pid_t pid_;
+  const uid_t uid_;
+  const std::unique_ptr<ContainedGroup> group_;
   const UniqueFd socket_;
   const UniqueFd stderr_;
   const UniqueFd stop_;  // an eventfd that ends the stderr reader
   const std::function<void(absl::string_view)> log_;
   int64_t next_id_ = 1;
   bool reaped_ = false;
+  bool stopped_ = false;
+  absl::Status stop_status_;
   std::string exit_description_;
   std::string last_error_;
   std::string extra_;

@@ -67,7 +67,7 @@ absl::Status CheckScratchListing(Env* env, const std::string& scratch,
   return absl::OkStatus();
 }
 
-// The output `what` wrote, once moved out of its scratch directory: one
+// The output `what` wrote, in its scratch directory: one
 // regular file with one link, owned by the codec's `uid`.
 absl::Status CheckOutput(const FileStat& st, const std::string& out_name,
                          uid_t uid, absl::string_view what) {
@@ -89,6 +89,38 @@ absl::Status CheckOutput(const FileStat& st, const std::string& out_name,
   return absl::OkStatus();
 }
 
+// The daemon's own copy of the file `what` wrote at `from`, made at `to`
+// (a reflink where the file system shares extents, else a kernel-side
+// copy) and synced: a descriptor the codec kept, or a file it shares, cannot
+// reach what is committed. The file copied is the one checked: the
+// descriptor opened, not the name. Its size goes to `*size`.
+absl::Status CopyCodecOutput(Env* env, const std::string& from,
+                             const std::string& to, uid_t uid,
+                             absl::string_view what, uint64_t* size) {
+  const std::string out_name(Basename(from));
+  RBLN_ASSIGN_OR_RETURN(FileStat named, env->Stat(from));
+  RBLN_RETURN_IF_ERROR(CheckOutput(named, out_name, uid, what));
+  RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> source,
+                        env->NewRandomAccessFile(from));
+  struct stat opened {};
+  if (fstat(source->native_handle(), &opened) != 0) {
+    return ErrnoToStatus("stat", from, errno);
+  }
+  if (opened.st_ino != named.inode || opened.st_dev != named.device) {
+    return absl::InternalError(absl::StrCat(what, " replaced ", Echo(out_name),
+                                            " while it was being checked"));
+  }
+  named.nlink = opened.st_nlink;
+  named.uid = opened.st_uid;
+  RBLN_RETURN_IF_ERROR(CheckOutput(named, out_name, uid, what));
+  *size = static_cast<uint64_t>(opened.st_size);
+  RBLN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> copy,
+                        env->NewWritableFile(to));
+  RBLN_RETURN_IF_ERROR(copy->CopyRangeFrom(*source, 0, *size, 0));
+  RBLN_RETURN_IF_ERROR(copy->Sync());
+  return copy->Close();
+}
+
 }  // namespace
 
 // One request on a worker of the pool.
@@ -107,12 +139,14 @@ struct ExternalCodec::Call {
 
 ExternalCodec::ExternalCodec(const ExternalCodecOptions& options,
                              std::vector<std::string> argv, std::string name,
-                             CodecUser user)
+                             CodecUser user, Containment containment)
     : options_(options),
       name_(std::move(name)),
       uid_(user.uid),
       gid_(user.gid),
-      launcher_(std::make_unique<CodecLauncher>(std::move(argv), user)) {}
+      containment_(containment.mode),
+      launcher_(std::make_unique<CodecLauncher>(std::move(argv), user,
+                                                std::move(containment))) {}
 
 absl::StatusOr<std::unique_ptr<ExternalCodec>> ExternalCodec::Start(
     const ExternalCodecOptions& options) {
@@ -148,9 +182,17 @@ absl::StatusOr<std::unique_ptr<ExternalCodec>> ExternalCodec::Start(
                      " is not an executable file (", strerror(errno), ")"));
   }
   RBLN_ASSIGN_OR_RETURN(const CodecUser user, ResolveCodecUser(options.user));
+  absl::StatusOr<Containment> containment =
+      PrepareContainment(options.containment);
+  if (!containment.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--codec-containment ", ContainmentModeName(options.containment), ": ",
+        containment.status().message(),
+        "; give another mode, or auto (the first that works here)"));
+  }
   const std::string name = absl::StrCat("external (", CodecName(*argv), ")");
-  std::unique_ptr<ExternalCodec> codec(
-      new ExternalCodec(options, *std::move(argv), name, user));
+  std::unique_ptr<ExternalCodec> codec(new ExternalCodec(
+      options, *std::move(argv), name, user, *std::move(containment)));
   if (!user.drop_privileges) {
     codec->Log(absl::StrCat(
         "codec: warning: the daemon is not root and lacks CAP_SETUID and "
@@ -327,15 +369,20 @@ void ExternalCodec::Release(std::unique_ptr<CodecWorker> worker, bool healthy) {
   next_start_ = absl::Now() + std::min(backoff, kBackoffMax);
 }
 
-void ExternalCodec::Done(std::unique_ptr<CodecWorker> worker, bool retire) {
+absl::Status ExternalCodec::Done(std::unique_ptr<CodecWorker> worker,
+                                 bool retire) {
   if (!retire) {
     Release(std::move(worker), true);
-    return;
+    return absl::OkStatus();
   }
-  worker->Kill();
+  absl::Status stopped = worker->Stop();
+  if (!stopped.ok()) {
+    Log(absl::StrCat("codec[", worker->pid(), "]: ", stopped.message()));
+  }
   worker.reset();
   absl::MutexLock lock(&mu_);
   --live_;
+  return stopped;
 }
 
 absl::StatusOr<CodecReply> ExternalCodec::Exchange(const Call& call) {
@@ -374,10 +421,16 @@ absl::StatusOr<CodecReply> ExternalCodec::Exchange(const Call& call) {
   if (!decoded.ok()) return garbage(decoded.status().message());
   if (decoded->failure.has_value()) {
     absl::Status status = FailureStatus(*decoded->failure, call.path);
-    Done(std::move(worker), call.retire);
+    Done(std::move(worker), call.retire).IgnoreError();
     return status;
   }
-  Done(std::move(worker), call.retire);
+  // What a call's processes wrote counts only once they are all gone.
+  if (absl::Status stopped = Done(std::move(worker), call.retire);
+      !stopped.ok()) {
+    return absl::InternalError(
+        absl::StrCat(call.path, ": the codec (", name_, ") answered, but ",
+                     stopped.message(), "; nothing it wrote was kept"));
+  }
   return decoded;
 }
 
@@ -456,12 +509,12 @@ absl::Status ExternalCodec::Rescale(const RescaleRequest& request) {
     RBLN_RETURN_IF_ERROR(RemoveTree(out_env, scratch));
   }
   RBLN_RETURN_IF_ERROR(out_env->CreateDir(scratch));
-  bool moved = false;
+  bool made = false;
   const absl::Status status =
-      RescaleInScratch(request, *source, scratch, out_name, &moved);
+      RescaleInScratch(request, *source, scratch, out_name, &made);
   if (!status.ok()) {
     if (out_env->Stat(scratch).ok()) RemoveTree(out_env, scratch).IgnoreError();
-    if (moved) RemoveTree(out_env, out_path).IgnoreError();
+    if (made) RemoveTree(out_env, out_path).IgnoreError();
   }
   return status;
 }
@@ -470,7 +523,7 @@ absl::Status ExternalCodec::RescaleInScratch(const RescaleRequest& request,
                                              const RandomAccessFile& source,
                                              const std::string& scratch,
                                              const std::string& out_name,
-                                             bool* moved) {
+                                             bool* made) {
   Env* out_env = request.out_env;
   // The codec's uid may write there, and nothing else of the store.
   RBLN_RETURN_IF_ERROR(out_env->SetOwnership(scratch, {uid_, gid_, 0700}));
@@ -492,19 +545,23 @@ absl::Status ExternalCodec::RescaleInScratch(const RescaleRequest& request,
   RBLN_RETURN_IF_ERROR(Exchange(call).status());
   dir.reset();
 
-  // The codec's output is checked where it can no longer change it: the
-  // listing in its directory, the file once moved out of it.
+  // The codec's output is checked once its processes are gone: the listing
+  // in its directory, then the file, as it is copied.
   const std::string what =
       absl::StrCat(request.source_path, ": the codec (", name_, ")");
   RBLN_RETURN_IF_ERROR(CheckScratchListing(out_env, scratch, out_name, what));
-  RBLN_RETURN_IF_ERROR(
-      out_env->Rename(JoinPath(scratch, out_name), request.out_path));
-  *moved = true;
-  RBLN_ASSIGN_OR_RETURN(FileStat st, out_env->Stat(request.out_path));
-  RBLN_RETURN_IF_ERROR(CheckOutput(st, out_name, uid_, what));
-  RBLN_RETURN_IF_ERROR(out_env->SyncFile(request.out_path));
-  RBLN_RETURN_IF_ERROR(out_env->RemoveDir(scratch));
-  if (request.on_copied) RBLN_RETURN_IF_ERROR(request.on_copied(st.size));
+  uint64_t size = 0;
+  *made = true;  // from here on, a failure removes what is at out_path
+  RBLN_RETURN_IF_ERROR(CopyCodecOutput(out_env, JoinPath(scratch, out_name),
+                                       request.out_path, uid_, what, &size));
+  // The daemon's, with the source's permission bits (the caller gives it
+  // the source's owner too: ResizeRequest's copy_owner).
+  RBLN_ASSIGN_OR_RETURN(FileStat source_stat,
+                        request.source_env->Stat(request.source_path));
+  RBLN_RETURN_IF_ERROR(out_env->SetOwnership(
+      request.out_path, {geteuid(), getegid(), source_stat.mode}));
+  RBLN_RETURN_IF_ERROR(RemoveTree(out_env, scratch));
+  if (request.on_copied) RBLN_RETURN_IF_ERROR(request.on_copied(size));
   return absl::OkStatus();
 }
 

@@ -12,9 +12,11 @@
 // A rescale writes into a scratch directory `.codec-<name>` next to the
 // output, owned by the codec's uid (mode 0700); after the worker answers ok,
 // the daemon checks that the directory holds exactly the one regular file it
-// asked for, owned by that uid, with one link, moves it to the output path,
-// syncs it and removes the directory. Any failure removes the directory and
-// leaves nothing at the output path.
+// asked for, owned by that uid, with one link, and copies it to the output
+// path, a file of the daemon's own (a reflink where the file system has
+// them), syncs it and removes the directory: a descriptor the codec kept, or
+// a file it shares, cannot reach what is committed. Any failure removes the
+// directory and leaves nothing at the output path.
 //
 // Thread-safe: up to `workers` calls run at once, each on a worker of its
 // own; more wait for a free worker.
@@ -56,6 +58,9 @@ struct ExternalCodecOptions {
   absl::Duration timeout = absl::Seconds(120);
   // At most this many worker processes at once (1 ..= kMaxCodecWorkers).
   int workers = 2;
+  // How every process a worker starts is ended with it
+  // (core/os/containment.h): --codec-containment.
+  ContainmentMode containment = ContainmentMode::kAuto;
   // Receives the workers' stderr lines ("codec[PID]: LINE", escaped and cut)
   // and their lifecycle ("codec[PID]: started ...", "... exited ..."), from
   // any thread. May be empty.
@@ -102,6 +107,8 @@ class ExternalCodec : public ContainerCodec {
 
   // The first worker's hello.
   const CodecHello& hello() const { return hello_; }
+  // How the workers' processes are held (never kAuto).
+  ContainmentMode containment() const { return containment_; }
   // The uid and gid the workers run as.
   uid_t worker_uid() const { return uid_; }
   gid_t worker_gid() const { return gid_; }
@@ -112,8 +119,8 @@ class ExternalCodec : public ContainerCodec {
   struct Call;
 
   ExternalCodec(const ExternalCodecOptions& options,
-                std::vector<std::string> argv, std::string name,
-                CodecUser user);
+                std::vector<std::string> argv, std::string name, CodecUser user,
+                Containment containment);
 
   // A worker for one call: an idle one, else a new one (started and
   // greeted) when fewer than options_.workers live, else waits.
@@ -121,8 +128,9 @@ class ExternalCodec : public ContainerCodec {
   bool CanAcquire() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives a worker back: kept when `healthy`, else killed and reaped.
   void Release(std::unique_ptr<CodecWorker> worker, bool healthy);
-  // A worker that answered: back to the pool, or stopped when `retire`.
-  void Done(std::unique_ptr<CodecWorker> worker, bool retire);
+  // A worker that answered: back to the pool, or stopped when `retire`
+  // (with every process it started: CodecWorker::Stop's answer).
+  absl::Status Done(std::unique_ptr<CodecWorker> worker, bool retire);
   // Starts a worker process and checks its hello.
   absl::StatusOr<std::unique_ptr<CodecWorker>> StartWorker(CodecHello* hello);
   // Sends hello to a new worker and reads its answer into `hello` (may be
@@ -150,6 +158,7 @@ class ExternalCodec : public ContainerCodec {
   const std::string name_;
   const uid_t uid_;
   const gid_t gid_;
+  const ContainmentMode containment_;
   CodecHello hello_;
   // Started with argv[0] resolved on PATH.
   std::unique_ptr<CodecLauncher> launcher_;

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "core/os/containment.h"
 #include "core/os/env.h"
 #include "core/testing/test_util.h"
 #include "gmock/gmock.h"
@@ -73,6 +76,7 @@ class ExternalCodecTest : public ::testing::Test {
          .user = "nobody",
          .timeout = timeout,
          .workers = workers,
+         .containment = containment_,
          .log = [this](absl::string_view line) {
            absl::MutexLock lock(&mu_);
            log_.emplace_back(line);
@@ -137,9 +141,101 @@ class ExternalCodecTest : public ::testing::Test {
   std::string script_;
   std::string root_;
   std::unique_ptr<Env> env_;
+  // The processes whose command line names this test's codec script.
+  std::vector<pid_t> CodecProcesses() const {
+    std::vector<pid_t> found;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      pid_t pid = 0;
+      if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+      std::ifstream in(entry.path() / "cmdline");
+      std::stringstream cmdline;
+      cmdline << in.rdbuf();
+      if (absl::StrContains(cmdline.str(), script_)) found.push_back(pid);
+    }
+    return found;
+  }
+
+  // What is left of them once they are all gone, or after 20 s.
+  std::vector<pid_t> CodecProcessesLeft() const {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    std::vector<pid_t> left = CodecProcesses();
+    while (!left.empty() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(50));
+      left = CodecProcesses();
+    }
+    return left;
+  }
+
+  ContainmentMode containment_ = ContainmentMode::kAuto;
   absl::Mutex mu_;
   std::vector<std::string> log_ ABSL_GUARDED_BY(mu_);
 };
+
+// Item 1 of issue 44, in each containment mode this machine allows.
+class ContainmentTest : public ExternalCodecTest,
+                        public ::testing::WithParamInterface<ContainmentMode> {
+ protected:
+  void SetUp() override {
+    ExternalCodecTest::SetUp();
+    absl::StatusOr<Containment> allowed = PrepareContainment(GetParam());
+    if (!allowed.ok()) GTEST_SKIP() << allowed.status().message();
+    containment_ = GetParam();
+  }
+};
+
+TEST_P(ContainmentTest, ADetachedSleeperOfEveryCallIsGoneAfterTheCodecStops) {
+  std::unique_ptr<ExternalCodec> codec = StartOrDie("--mode fork-sleeper");
+  ASSERT_NE(codec, nullptr);
+  EXPECT_EQ(codec->containment(), GetParam());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(codec->Inspect(env_.get(), root_ + "/model/prefill.rbln").ok());
+  }
+  // A sleeper per call, and the worker.
+  EXPECT_GE(CodecProcesses().size(), 21u);
+  codec.reset();
+  EXPECT_THAT(CodecProcessesLeft(), IsEmpty());
+}
+
+TEST_P(ContainmentTest, ADescriptorADetachedProcessKeptCannotReachTheOutput) {
+  std::unique_ptr<ExternalCodec> codec = StartOrDie();
+  ASSERT_NE(codec, nullptr);
+  ASSERT_TRUE(RescaleInto(*codec, WriteSource("kept.rbln",
+                                              CodecFile("keep-descriptor")))
+                  .ok());
+  const uint64_t written = testing::HashFile(out_path());
+  codec.reset();
+  EXPECT_THAT(CodecProcessesLeft(), IsEmpty());
+  EXPECT_EQ(testing::HashFile(out_path()), written);
+  EXPECT_THAT(testing::ReadFileOrDie(out_path()),
+              ::testing::Not(HasSubstr("corrupted")));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, ContainmentTest,
+    ::testing::Values(ContainmentMode::kPidNamespace, ContainmentMode::kCgroup,
+                      ContainmentMode::kSubreaper),
+    [](const ::testing::TestParamInfo<ContainmentMode>& info) {
+      return std::string(ContainmentModeName(info.param));
+    });
+
+TEST_F(ExternalCodecTest, AnOutputWithTwoLinksOrNotARegularFileIsRefused) {
+  // Where the codec's uid may make the second link.
+  testing::TempDir shared;
+  std::filesystem::permissions(shared.path(), std::filesystem::perms(01777));
+  std::unique_ptr<ExternalCodec> codec =
+      StartOrDie(absl::StrCat("--outside ", shared.Join("second-link")));
+  ASSERT_NE(codec, nullptr);
+  absl::Status status =
+      RescaleInto(*codec, WriteSource("linked.rbln", CodecFile("two-links")));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_THAT(status.message(), HasSubstr("with 2 hard links (one expected)"));
+  ExpectStagingEmpty();
+  status = RescaleInto(*codec, WriteSource("fifo.rbln", CodecFile("fifo")));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_THAT(status.message(),
+              HasSubstr("as something other than a regular file"));
+  ExpectStagingEmpty();
+}
 
 TEST_F(ExternalCodecTest, SaysHelloAndRunsAsTheCodecUser) {
   std::unique_ptr<ExternalCodec> codec = StartOrDie();
@@ -194,7 +290,12 @@ TEST_F(ExternalCodecTest, RescalesIntoTheOutputPathAndLeavesNothingElse) {
   EXPECT_EQ((*entries)[0].name, "out.rbln");
   absl::StatusOr<FileStat> st = env_->Stat(out_path());
   ASSERT_TRUE(st.ok());
-  EXPECT_EQ(st->uid, codec->worker_uid());  // the caller gives it its owner
+  // The daemon's own file, not the codec's, with the source's mode (the
+  // caller gives it the source's owner).
+  EXPECT_EQ(st->uid, geteuid());
+  absl::StatusOr<FileStat> source_st = env_->Stat(source);
+  ASSERT_TRUE(source_st.ok());
+  EXPECT_EQ(st->mode, source_st->mode);
   // The worker that wrote it was stopped once it answered (so that nothing
   // it kept open on its output outlives the call): a new one reads it.
   std::vector<pid_t> pids = StartedPids();

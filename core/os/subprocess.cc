@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "core/os/containment.h"
 #include "core/os/env.h"
 #include "core/os/unique_fd.h"
 #include "spdlog/spdlog.h"
@@ -308,13 +309,17 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   if (!program.ok()) return program.status();
   absl::StatusOr<Spawned> spawned = Spawn(*program, argv);
   if (!spawned.ok()) return spawned.status();
+  // Not an orphan for the codec's subreaper to end (core/os/containment.h).
+  NoteOwnChild(spawned->pid);
   ProcessResult result;
   absl::Status status =
       ReadOutput(*program, *spawned, deadline, options, &result);
-  if (!status.ok()) return status;
   // Output closed; the program may still linger (or have closed its output
   // early on purpose), so the wait is bounded by the same deadline.
-  status = WaitForResult(*program, spawned->pid, deadline, options, &result);
+  if (status.ok()) {
+    status = WaitForResult(*program, spawned->pid, deadline, options, &result);
+  }
+  ForgetOwnChild(spawned->pid);
   if (!status.ok()) return status;
   return result;
 }

@@ -27,6 +27,13 @@ one request and see the next one, on a fresh worker, succeed):
   no-hello        never answer hello
   stderr-flood    on inspect: write megabytes to stderr (long lines and
                   many short ones), then answer
+  fork-sleeper    on inspect and rescale: first leave behind a detached
+                  process (double fork, setsid) that sleeps for an hour
+  keep-descriptor on rescale: leave behind a detached process that keeps
+                  the output open and, a moment after the reply, writes
+                  over it
+  two-links       on rescale: also link the output at --outside
+  fifo            on rescale: make the output a FIFO instead
 
 hello also answers "uid" (os.getuid()), an extra field for tests.
 Standard library only; works under any uid (it needs no file but those it is
@@ -69,9 +76,34 @@ def read_source(fd):
     return facts
 
 
+def detach(act):
+    """Runs act() in a process that has left this one's session and parent
+    (a double fork), as a daemonizing helper would."""
+    if os.fork() != 0:
+        os.wait()
+        return
+    os.setsid()
+    if os.fork() != 0:
+        os._exit(0)
+    try:
+        act()
+    finally:
+        os._exit(0)
+
+
+def overwrite_later(fd):
+    """What keep-descriptor leaves behind: writes over the file open at fd
+    once the daemon has had the reply."""
+    time.sleep(0.5)
+    os.pwrite(fd, b"corrupted by a process the codec left behind", 0)
+    time.sleep(60)
+
+
 def misbehave(mode, sock):
     """Acts out the modes common to inspect and rescale; returns True when
     the request is answered (or never will be)."""
+    if mode == "fork-sleeper":
+        detach(lambda: time.sleep(3600))
     if mode == "hang":
         hang()
     if mode == "exit":
@@ -133,8 +165,18 @@ def rescale(request, fds, mode, outside, sock):
             [b * target // current for b in node]
             for node in facts["kv_tensors"][name]]
     out_dir = "/proc/self/fd/%d" % fds[1]
-    with open(os.path.join(out_dir, out_name), "x") as f:
+    out_path = os.path.join(out_dir, out_name)
+    if mode == "fifo":
+        os.mkfifo(out_path)
+        return {"id": request["id"], "ok": True}
+    with open(out_path, "x") as f:
         json.dump(facts, f)
+    if mode == "two-links":
+        os.link(out_path, outside)
+    if mode == "keep-descriptor":
+        kept = os.open(out_path, os.O_WRONLY)
+        detach(lambda: overwrite_later(kept))
+        os.close(kept)
     if mode == "extra-file":
         with open(os.path.join(out_dir, "extra"), "x") as f:
             f.write("not asked for\n")
