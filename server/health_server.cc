@@ -10,6 +10,29 @@ namespace {
 // health port.
 constexpr int kHealthMaxRequestBytes = 4096;
 
+// What one connection of the health port may hold, so that connections
+// left open cannot pile up: a probe connects, checks and leaves.
+struct ConnectionLimit {
+  const char* arg;
+  int value;
+};
+constexpr ConnectionLimit kHealthConnectionLimits[] = {
+    // A connection that has not sent HTTP/2's preface and settings by then
+    // is closed (gRPC's default waits 120 s).
+    {GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 5'000},
+    // One with no call for this long is sent GOAWAY and closed.
+    {GRPC_ARG_MAX_CONNECTION_IDLE_MS, 30'000},
+    // Any connection is closed after this long, its calls given the grace
+    // to finish (a Watch ends and is made again).
+    {GRPC_ARG_MAX_CONNECTION_AGE_MS, 300'000},
+    {GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, 10'000},
+    // A peer that stops answering pings is dropped.
+    {GRPC_ARG_KEEPALIVE_TIME_MS, 30'000},
+    {GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000},
+    // Calls at once on one connection: a probe makes one.
+    {GRPC_ARG_MAX_CONCURRENT_STREAMS, 8},
+};
+
 // Drops the plugins that every ServerBuilder takes from gRPC's process-wide
 // list (server reflection, here), so that the health port describes nothing.
 class WithoutPlugins final : public grpc::ServerBuilderOption {
@@ -30,6 +53,9 @@ std::unique_ptr<HealthServer> HealthServer::Start(const std::string& address) {
   builder.AddListeningPort(address, grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(kHealthMaxRequestBytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  for (const ConnectionLimit& limit : kHealthConnectionLimits) {
+    builder.AddChannelArgument(limit.arg, limit.value);
+  }
   // gRPC 1.51 builds a server without services only with a completion
   // queue that is polled: the default health service, a callback
   // service, is added later. No call is ever requested on this queue; a

@@ -6,10 +6,13 @@
 // what is the process's (the allocator, the signal mask, the log), starts the
 // Daemon (server/daemon.h), and waits for signals (server/signal_loop.h).
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <sys/resource.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -60,6 +63,24 @@ void SetUpLogging(const rbln::DaemonConfig& config) {
   rbln::RouteLibraryLogsToSpdlog();
 }
 
+// Raises the soft limit on open files to the hard one: every connection of
+// the metrics port (server/metrics_http.cc) and of gRPC, every held
+// directory and leased file of the caches, costs a descriptor, and the
+// soft limit systemd gives (1024) is below what they may hold together.
+void RaiseOpenFileLimit() {
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 ||
+      limit.rlim_cur >= limit.rlim_max) {
+    return;
+  }
+  const rlim_t soft = limit.rlim_cur;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    spdlog::warn("cannot raise the open-file limit from {}: {}", soft,
+                 strerror(errno));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,6 +103,7 @@ int main(int argc, char** argv) {
   rbln::BlockStopSignals();
   rbln::BlockReadLeaseSignals();
   SetUpLogging(config);
+  RaiseOpenFileLimit();
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   rbln::DaemonError error;
   std::unique_ptr<rbln::Daemon> daemon =

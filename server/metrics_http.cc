@@ -16,11 +16,24 @@
 namespace rbln {
 namespace {
 
-// A scrape is one small request; a few at once cover Prometheus and a
-// person with curl, and bound what a flood of connections can hold.
-constexpr unsigned int kMaxConnections = 16;
-// A client that sends nothing for this long is dropped.
-constexpr unsigned int kConnectionTimeoutSeconds = 10;
+// What one client address may hold at once: Prometheus keeps one
+// connection per target, a person with curl a few. Connections over it are
+// accepted and closed at once, so one host cannot fill the server, nor its
+// listen queue.
+constexpr unsigned int kMaxConnectionsPerAddress = 8;
+// What all addresses together may hold: many hosts of a cluster network
+// each within their own limit. Past it, new connections wait in the listen
+// queue. Each costs a descriptor (the daemon raises its soft RLIMIT_NOFILE
+// to the hard limit at start, server/main.cc) and at most
+// kConnectionMemoryBytes.
+constexpr unsigned int kMaxConnections = 512;
+// A client that sends nothing for this long is dropped: a scrape's request
+// is a few hundred bytes, sent at once.
+constexpr unsigned int kConnectionTimeoutSeconds = 5;
+// The memory of one connection, which holds its request line and headers:
+// a URL or header block that does not fit is answered 414 or 431 as soon as
+// it overflows, without reading the rest.
+constexpr size_t kConnectionMemoryBytes = 8 * 1024;
 
 constexpr char kMetricsPath[] = "/metrics";
 
@@ -123,11 +136,19 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   }
   auto server =
       std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(bound_port));
+  // poll(), not epoll: libmicrohttpd 0.9.75's epoll loop, once at its
+  // connection limit, does not read a connection accepted after its client
+  // had already sent part of a request and closed, and holds it for the
+  // whole timeout; a burst of such connections kept the port unanswered
+  // long after it ended (docs/security.md). poll() reads them at once.
   server->daemon_ = MHD_start_daemon(
-      MHD_USE_AUTO_INTERNAL_THREAD, 0, /*apc=*/nullptr, nullptr, &Answer,
+      MHD_USE_POLL_INTERNAL_THREAD, 0, /*apc=*/nullptr, nullptr, &Answer,
       const_cast<metrics::Registry*>(registry), MHD_OPTION_LISTEN_SOCKET, fd,
       MHD_OPTION_CONNECTION_LIMIT, kMaxConnections,
-      MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutSeconds, MHD_OPTION_END);
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, kMaxConnectionsPerAddress,
+      MHD_OPTION_CONNECTION_TIMEOUT, kConnectionTimeoutSeconds,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, kConnectionMemoryBytes,
+      MHD_OPTION_END);
   if (server->daemon_ == nullptr) {
     close(fd);
     return absl::FailedPreconditionError(absl::StrCat(

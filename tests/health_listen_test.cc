@@ -3,10 +3,15 @@
 // client certificates also serves grpc.health.v1.Health, and nothing else,
 // in plaintext on a second port; its status follows the main listeners',
 // NOT_SERVING from the moment a shutdown starts.
+#include <arpa/inet.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>
@@ -262,6 +267,38 @@ TEST_F(HealthListenTest, SaysNotServingOnceShutdownStarts) {
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
       << DescribeWaitStatus(*status) << "\n"
       << daemon_.Logs();
+}
+
+// A connection that never starts HTTP/2 is closed by the daemon (after 5 s;
+// gRPC's default would hold it 120 s, past this test's 60 s), so that such
+// connections cannot pile up on a port that answers anyone.
+TEST_F(HealthListenTest, ClosesAConnectionThatSendsNothing) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(
+      static_cast<uint16_t>(std::stoi(health_.substr(health_.rfind(':') + 1))));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
+  // The server's SETTINGS come first; then, without a preface from us, the
+  // end of the stream.
+  bool closed = false;
+  const auto give_up = std::chrono::steady_clock::now() + kExitTimeout;
+  while (!closed && std::chrono::steady_clock::now() < give_up) {
+    pollfd readable = {fd, POLLIN, 0};
+    if (poll(&readable, 1, 1000) <= 0) continue;
+    char buffer[256];
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    closed = n <= 0;
+  }
+  close(fd);
+  EXPECT_TRUE(closed) << "the health port still holds a silent connection";
+  auto [status, reply] =
+      CallOnce(Plaintext(health_), kHealthCheck, HealthRequest(""));
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(reply, kServing);
 }
 
 TEST_F(HealthListenTest, RefusesAUnixSocketAndAPortInUse) {

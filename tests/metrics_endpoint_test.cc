@@ -5,13 +5,17 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <string>
 #include <thread>
@@ -47,6 +51,71 @@ using Samples = std::map<std::string, double>;
 std::string RequestSeries(const std::string& method, const std::string& code) {
   return absl::StrCat("rbln_artifactd_requests_total{service=\"", kService,
                       "\",method=\"", method, "\",code=\"", code, "\"}");
+}
+
+// A TCP connection from `source` (an address of 127.0.0.0/8) to
+// 127.0.0.1:`port`, connecting without waiting; -1 when none can be made.
+int ConnectFrom(const std::string& source, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0 ||
+      (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0 &&
+       errno != EINPROGRESS)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Connections that begin a request and never finish it (what holds a
+// server's connection slots longest), closed when it goes.
+class IdleConnections {
+ public:
+  ~IdleConnections() { Close(); }
+
+  // `count` connections from `sources` in turn to 127.0.0.1:`port`, each
+  // sending the first line of a request; false when a descriptor is
+  // missing.
+  bool Open(const std::vector<std::string>& sources, int count, int port) {
+    for (int i = 0; i < count; ++i) {
+      const int fd = ConnectFrom(sources[i % sources.size()], port);
+      if (fd < 0) return false;
+      fds_.push_back(fd);
+    }
+    constexpr absl::string_view kFirstLine = "GET /metrics HTTP/1.1\r\n";
+    for (int fd : fds_) {
+      // Fails on one the daemon closed, or not yet connected: either way
+      // it stays idle.
+      (void)!send(fd, kFirstLine.data(), kFirstLine.size(),
+                  MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    return true;
+  }
+
+  void Close() {
+    for (int fd : fds_) close(fd);
+    fds_.clear();
+  }
+
+ private:
+  std::vector<int> fds_;
+};
+
+// Raises this process's soft limit on open files to the hard one (the
+// daemon, started after, inherits it); the hard limit.
+rlim_t RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  return limit.rlim_max;
 }
 
 class MetricsEndpointTest : public DaemonTest {
@@ -352,9 +421,65 @@ TEST_F(MetricsEndpointTest, OnlyGetOfMetricsIsServed) {
       Curl(absl::StrCat("-X POST -d x=1 ", base, "/metrics -D - -o /dev/null"));
   EXPECT_THAT(post.out, HasSubstr(" 405 ")) << post;
   EXPECT_THAT(post.out, HasSubstr("Allow: GET, HEAD")) << post;
+  // A request line or header block past the connection's 8 KiB is refused.
+  const std::string long_text(9000, 'a');
+  Outcome long_url = Curl(absl::StrCat(base, "/metrics?", long_text,
+                                       " -o /dev/null -w '%{http_code}'"));
+  EXPECT_EQ(long_url.out, "414") << long_url;
+  Outcome long_header =
+      Curl(absl::StrCat("-H 'X-Long: ", long_text, "' ", base,
+                        "/metrics -o /dev/null -w '%{http_code}'"));
+  EXPECT_EQ(long_header.out, "431") << long_header;
   // Loopback: no warning.
   EXPECT_THAT(ReadIfExists(daemon_.stderr_path),
               ::testing::Not(HasSubstr("serves counts in plain HTTP")));
+}
+
+// The port cannot be starved (docs/security.md): 2,000 connections from one
+// address that never finish their request do not keep a scrape from
+// another address out (each address may hold 8 at once), and once 3,000
+// such connections from 400 addresses (past the 512 of all addresses
+// together) are closed, a scrape is answered again. Liveness only: the
+// scrapes' deadlines are generous.
+TEST_F(MetricsEndpointTest, IdleConnectionsDoNotStarveTheScrape) {
+  // 2,000 + 3,000 held at once by this process, and some to spare; scaled
+  // down together where the hard limit is lower.
+  constexpr int kIdle = 2000;
+  constexpr int kBurst = 3000;
+  constexpr rlim_t kWanted = 5200;
+  const rlim_t hard = RaiseOpenFileLimit();
+  ASSERT_GT(hard, 1000u) << "the open-file limit is too low for this test";
+  const double scale =
+      std::min(1.0, static_cast<double>(hard - 200) / (kWanted - 200));
+  const int idle = static_cast<int>(kIdle * scale);
+  const int burst = static_cast<int>(kBurst * scale);
+  if (scale < 1) {
+    std::cerr << "open-file hard limit " << hard << " < " << kWanted << ": "
+              << idle << " idle connections and a burst of " << burst
+              << " instead of " << kIdle << " and " << kBurst << "\n";
+  }
+  ASSERT_NO_FATAL_FAILURE(Start());
+  const int port = std::stoi(metrics_.substr(metrics_.rfind(':') + 1));
+  const std::string scrape = absl::StrCat(
+      kCommandTimeout, " curl -sS --fail --max-time 30 --interface 127.0.0.2",
+      " -o /dev/null -w '%{http_code}' http://", metrics_, "/metrics");
+
+  IdleConnections one_address;
+  ASSERT_TRUE(one_address.Open({"127.0.0.1"}, idle, port));
+  Outcome during = RunShell(scrape, root_.Join("curl.err"));
+  EXPECT_EQ(during.out, "200") << during << daemon_.Logs();
+
+  // 7 or 8 from each of 400 addresses: within each address's limit, so
+  // that together they pass the limit of all.
+  std::vector<std::string> sources;
+  for (int i = 0; i < 400; ++i) {
+    sources.push_back(absl::StrCat("127.0.", 1 + i / 200, ".", 1 + i % 200));
+  }
+  IdleConnections many_addresses;
+  ASSERT_TRUE(many_addresses.Open(sources, burst, port));
+  many_addresses.Close();
+  Outcome after = RunShell(scrape, root_.Join("curl.err"));
+  EXPECT_EQ(after.out, "200") << after << daemon_.Logs();
 }
 
 TEST_F(MetricsEndpointTest, PortInUseStopsTheStartWith69) {
