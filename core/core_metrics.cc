@@ -17,8 +17,12 @@ constexpr std::array<const char*, 4> kLeaseBreaks = {"writer", "removed",
                                                      "changed", "overflow"};
 constexpr std::array<const char*, 5> kNotKept = {"changing", "recent", "moved",
                                                  "cleared", "gone"};
-constexpr std::array<const char*, 3> kCodecOperations = {"decode", "rescale",
-                                                         "encode"};
+constexpr std::array<const char*, 3> kContainerOperations = {
+    "decode", "rescale", "encode"};
+constexpr std::array<const char*, 2> kCodecKinds = {"built-in", "external"};
+constexpr std::array<const char*, 2> kCodecCallOps = {"inspect", "rescale"};
+constexpr std::array<const char*, 4> kCodecOutcomes = {"ok", "error", "timeout",
+                                                       "crash"};
 
 struct CoreMetrics {
   Counter* commits[2];
@@ -28,7 +32,11 @@ struct CoreMetrics {
   Histogram* lock_waits[2];
   Counter* probes[kProbeResults.size()];
   // [operation][0: ok, 1: error]
-  Counter* codec_calls[kCodecOperations.size()][2];
+  Counter* container_calls[kContainerOperations.size()][2];
+  // By CodecKind, CodecCallOp (and CodecOutcome).
+  Counter* codec_calls[kCodecKinds.size()][kCodecCallOps.size()]
+                      [kCodecOutcomes.size()];
+  Histogram* codec_seconds[kCodecKinds.size()][kCodecCallOps.size()];
   Counter* cache_lookups[2];           // by CacheLookup
   Counter* not_kept[kNotKept.size()];  // by CacheNotKept
   Counter* dir_checks[2];              // by DirCheck
@@ -78,7 +86,7 @@ void RegisterWriteMetrics(metrics::Registry& registry, CoreMetrics* m) {
       &lock_waits.WithLabels({"other_process"});
 }
 
-// The DRAM probe and the container codec.
+// The DRAM probe, the container's code and the codecs.
 void RegisterProbeAndCodecMetrics(metrics::Registry& registry, CoreMetrics* m) {
   metrics::CounterFamily& probes = registry.AddCounter(
       "rbln_artifactd_probe_runs_total",
@@ -88,14 +96,38 @@ void RegisterProbeAndCodecMetrics(metrics::Registry& registry, CoreMetrics* m) {
   for (size_t i = 0; i < kProbeResults.size(); ++i) {
     m->probes[i] = &probes.WithLabels({kProbeResults[i]});
   }
-  metrics::CounterFamily& codec = registry.AddCounter(
-      "rbln_artifactd_codec_calls_total",
-      "Calls of the container codec, by operation (decode, rescale, encode) "
-      "and result (ok, error).",
+  metrics::CounterFamily& container = registry.AddCounter(
+      "rbln_artifactd_container_calls_total",
+      "Calls of the .rbln container's code, by operation (decode, rescale, "
+      "encode) and result (ok, error).",
       {"operation", "result"});
-  for (size_t i = 0; i < kCodecOperations.size(); ++i) {
-    m->codec_calls[i][0] = &codec.WithLabels({kCodecOperations[i], "ok"});
-    m->codec_calls[i][1] = &codec.WithLabels({kCodecOperations[i], "error"});
+  for (size_t i = 0; i < kContainerOperations.size(); ++i) {
+    m->container_calls[i][0] =
+        &container.WithLabels({kContainerOperations[i], "ok"});
+    m->container_calls[i][1] =
+        &container.WithLabels({kContainerOperations[i], "error"});
+  }
+  metrics::CounterFamily& calls = registry.AddCounter(
+      "rbln_artifactd_codec_calls_total",
+      "Calls of a codec, by codec (built-in, external), op (inspect, "
+      "rescale) and outcome: ok, error (the codec answered an error or its "
+      "output was refused), timeout (the worker was killed for its time) or "
+      "crash (the worker died or broke the protocol).",
+      {"codec", "op", "outcome"});
+  metrics::HistogramFamily& seconds = registry.AddHistogram(
+      "rbln_artifactd_codec_call_seconds",
+      "How long codec calls took, by codec (built-in, external) and op "
+      "(inspect, rescale), whatever their outcome.",
+      metrics::DurationBuckets(), {"codec", "op"});
+  for (size_t c = 0; c < kCodecKinds.size(); ++c) {
+    for (size_t op = 0; op < kCodecCallOps.size(); ++op) {
+      for (size_t o = 0; o < kCodecOutcomes.size(); ++o) {
+        m->codec_calls[c][op][o] = &calls.WithLabels(
+            {kCodecKinds[c], kCodecCallOps[op], kCodecOutcomes[o]});
+      }
+      m->codec_seconds[c][op] =
+          &seconds.WithLabels({kCodecKinds[c], kCodecCallOps[op]});
+    }
   }
 }
 
@@ -208,10 +240,20 @@ void CountProbe(ProbeResult result) {
   Metrics().probes[static_cast<int>(result)]->Increment();
 }
 
-void CountCodecCall(CodecOperation operation, const absl::Status& status) {
+void CountContainerCall(ContainerOperation operation,
+                        const absl::Status& status) {
   Metrics()
-      .codec_calls[static_cast<int>(operation)][status.ok() ? 0 : 1]
+      .container_calls[static_cast<int>(operation)][status.ok() ? 0 : 1]
       ->Increment();
+}
+
+void ObserveCodecCall(CodecKind codec, CodecCallOp op, CodecOutcome outcome,
+                      absl::Duration took) {
+  const CoreMetrics& m = Metrics();
+  const int c = static_cast<int>(codec);
+  const int o = static_cast<int>(op);
+  m.codec_calls[c][o][static_cast<int>(outcome)]->Increment();
+  m.codec_seconds[c][o]->Observe(absl::ToDoubleSeconds(took));
 }
 
 void CountArtifactCacheLookup(CacheLookup result) {

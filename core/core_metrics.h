@@ -41,11 +41,24 @@ void ObserveLockWait(LockHolder holder, absl::Duration waited);
 enum class ProbeResult { kOk, kNoTool, kTimeout, kUnreadable, kFailed };
 void CountProbe(ProbeResult result);
 
-// One call of the container codec: a header decoded (ReadContainer),
-// rescaled (RescaleHeader), or a container encoded (written anew or with a
-// new header); `status` says whether it succeeded.
-enum class CodecOperation { kDecode, kRescale, kEncode };
-void CountCodecCall(CodecOperation operation, const absl::Status& status);
+// One call of the .rbln container's own code: a header decoded
+// (ReadContainer), rescaled (RescaleHeader), or a container encoded
+// (written anew or with a new header); `status` says whether it succeeded.
+enum class ContainerOperation { kDecode, kRescale, kEncode };
+void CountContainerCall(ContainerOperation operation,
+                        const absl::Status& status);
+
+// One call of a codec (core/format/codec.h), built-in or external, that
+// took `took`, by how it ended: ok; error (the codec answered an error, its
+// output was refused, or the call failed otherwise: the file could not be
+// opened, no worker was free, the caller cancelled); timeout (the worker
+// was killed for not answering in time); crash (the worker died, broke the
+// protocol, or could not be started).
+enum class CodecKind { kBuiltin, kExternal };
+enum class CodecCallOp { kInspect, kRescale };
+enum class CodecOutcome { kOk, kError, kTimeout, kCrash };
+void ObserveCodecCall(CodecKind codec, CodecCallOp op, CodecOutcome outcome,
+                      absl::Duration took);
 
 // A read looked in the artifact cache (core/format/artifact_cache.h): the
 // artifact or summary it asked for was held and unchanged (a hit), or it had

@@ -166,7 +166,9 @@ TEST(CoreMetricsTest, NamesAreValidUniqueAndPrefixed) {
                                        "rbln_artifactd_recoveries_total",
                                        "rbln_artifactd_lock_wait_seconds",
                                        "rbln_artifactd_probe_runs_total",
+                                       "rbln_artifactd_container_calls_total",
                                        "rbln_artifactd_codec_calls_total",
+                                       "rbln_artifactd_codec_call_seconds",
                                        "rbln_artifactd_artifact_cache_lookups_"
                                        "total",
                                        "rbln_artifactd_old_versions_pending"}));
@@ -193,10 +195,23 @@ TEST(CoreMetricsTest, EventsMoveTheirCounters) {
   CountCommit(CommitKind::kOutputDir);
   EXPECT_EQ(registry.Sample(commits), *before + 1);
   const std::string decode_errors =
-      "rbln_artifactd_codec_calls_total{operation=\"decode\",result=\"error\"}";
+      "rbln_artifactd_container_calls_total{operation=\"decode\",result="
+      "\"error\"}";
   const double decode_before = registry.Sample(decode_errors).value_or(-1);
-  CountCodecCall(CodecOperation::kDecode, absl::DataLossError("bad"));
+  CountContainerCall(ContainerOperation::kDecode, absl::DataLossError("bad"));
   EXPECT_EQ(registry.Sample(decode_errors), decode_before + 1);
+  const std::string crashes =
+      "rbln_artifactd_codec_calls_total{codec=\"external\",op=\"rescale\","
+      "outcome=\"crash\"}";
+  const std::string slow =
+      "rbln_artifactd_codec_call_seconds_bucket{codec=\"external\",op="
+      "\"rescale\",le=\"2.5\"}";
+  const double crashes_before = registry.Sample(crashes).value_or(-1);
+  const double slow_before = registry.Sample(slow).value_or(-1);
+  ObserveCodecCall(CodecKind::kExternal, CodecCallOp::kRescale,
+                   CodecOutcome::kCrash, absl::Seconds(2));
+  EXPECT_EQ(registry.Sample(crashes), crashes_before + 1);
+  EXPECT_EQ(registry.Sample(slow), slow_before + 1);
   const std::string waits =
       "rbln_artifactd_lock_wait_seconds_count{holder=\"other_process\"}";
   const double waits_before = registry.Sample(waits).value_or(-1);

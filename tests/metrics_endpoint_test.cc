@@ -226,12 +226,28 @@ TEST_F(MetricsEndpointTest, CountersMoveWithRequestsAndCommits) {
   EXPECT_GE(moved("rbln_artifactd_copied_bytes_total") +
                 moved("rbln_artifactd_cloned_bytes_total"),
             64 * 1024);
-  EXPECT_GT(moved("rbln_artifactd_codec_calls_total{operation=\"decode\","
+  EXPECT_GT(moved("rbln_artifactd_container_calls_total{operation=\"decode\","
                   "result=\"ok\"}"),
             0);
-  EXPECT_GT(moved("rbln_artifactd_codec_calls_total{operation=\"rescale\","
+  EXPECT_GT(moved("rbln_artifactd_container_calls_total{operation=\"rescale\","
                   "result=\"ok\"}"),
             0);
+  // The codec behind them: the built-in one, each call counted and timed.
+  const auto codec = [](const std::string& op, const std::string& outcome) {
+    return absl::StrCat(
+        "rbln_artifactd_codec_calls_total{codec=\"built-in\",op=\"", op,
+        "\",outcome=\"", outcome, "\"}");
+  };
+  EXPECT_GT(moved(codec("inspect", "ok")), 0);
+  EXPECT_GT(moved(codec("rescale", "ok")), 0);
+  EXPECT_EQ(moved(codec("rescale", "error")), 0);
+  EXPECT_EQ(moved("rbln_artifactd_codec_call_seconds_count{codec=\"built-in\","
+                  "op=\"rescale\"}"),
+            moved(codec("rescale", "ok")));
+  // The external codec's series are there, at 0, without one.
+  EXPECT_EQ(after.count("rbln_artifactd_codec_calls_total{codec=\"external\","
+                        "op=\"inspect\",outcome=\"timeout\"}"),
+            1u);
   EXPECT_GT(moved("rbln_artifactd_probe_runs_total{result=\"failed\"}"), 0)
       << daemon_.Logs();
   EXPECT_EQ(moved("rbln_artifactd_probe_runs_total{result=\"ok\"}"), 0);

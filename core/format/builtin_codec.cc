@@ -8,6 +8,8 @@
 
 #include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "core/core_metrics.h"
 #include "core/status_macros.h"
 
@@ -115,19 +117,20 @@ absl::StatusOr<v1::ContainerHeader> RescaleHeader(
     absl::string_view path) {
   absl::StatusOr<v1::ContainerHeader> rescaled =
       RescaleHeaderUncounted(header, factors, path);
-  CountCodecCall(CodecOperation::kRescale, rescaled.status());
+  CountContainerCall(ContainerOperation::kRescale, rescaled.status());
   return rescaled;
 }
 
-absl::StatusOr<ContainerFacts> BuiltinCodec::Inspect(Env* env,
-                                                     const std::string& path) {
+namespace {
+
+absl::StatusOr<ContainerFacts> InspectFile(Env* env, const std::string& path) {
   RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file,
                         env->NewRandomAccessFile(path));
   RBLN_ASSIGN_OR_RETURN(Container container, ReadContainer(*file));
   return FactsOfContainer(container);
 }
 
-absl::Status BuiltinCodec::Rescale(const RescaleRequest& request) {
+absl::Status RescaleFile(const RescaleRequest& request) {
   RBLN_ASSIGN_OR_RETURN(
       std::unique_ptr<RandomAccessFile> src,
       request.source_env->NewRandomAccessFile(request.source_path));
@@ -143,6 +146,31 @@ absl::Status BuiltinCodec::Rescale(const RescaleRequest& request) {
       }));
   RBLN_RETURN_IF_ERROR(out->Sync());
   return out->Close();
+}
+
+// Counts a call of the built-in codec: it has no worker, so it ends ok or
+// with an error.
+void Observe(CodecCallOp op, const absl::Status& status, absl::Time start) {
+  ObserveCodecCall(CodecKind::kBuiltin, op,
+                   status.ok() ? CodecOutcome::kOk : CodecOutcome::kError,
+                   absl::Now() - start);
+}
+
+}  // namespace
+
+absl::StatusOr<ContainerFacts> BuiltinCodec::Inspect(Env* env,
+                                                     const std::string& path) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ContainerFacts> facts = InspectFile(env, path);
+  Observe(CodecCallOp::kInspect, facts.status(), start);
+  return facts;
+}
+
+absl::Status BuiltinCodec::Rescale(const RescaleRequest& request) {
+  const absl::Time start = absl::Now();
+  absl::Status status = RescaleFile(request);
+  Observe(CodecCallOp::kRescale, status, start);
+  return status;
 }
 
 BuiltinCodec* BuiltinContainerCodec() {

@@ -483,7 +483,7 @@ absl::StatusOr<Container> DecodeContainer(const RandomAccessFile& file) {
 
 absl::StatusOr<Container> ReadContainer(const RandomAccessFile& file) {
   absl::StatusOr<Container> container = DecodeContainer(file);
-  CountCodecCall(CodecOperation::kDecode, container.status());
+  CountContainerCall(ContainerOperation::kDecode, container.status());
   return container;
 }
 
@@ -593,7 +593,7 @@ absl::Status EncodeNewContainer(WritableFile& out, v1::ContainerHeader header,
 absl::Status WriteNewContainer(WritableFile& out, v1::ContainerHeader header,
                                const PayloadFiller& fill) {
   absl::Status written = EncodeNewContainer(out, std::move(header), fill);
-  CountCodecCall(CodecOperation::kEncode, written);
+  CountContainerCall(ContainerOperation::kEncode, written);
   return written;
 }
 
@@ -664,7 +664,7 @@ absl::Status WriteContainerWithHeader(
     const std::function<absl::Status(uint64_t bytes)>& on_copied) {
   absl::Status written =
       EncodeWithHeader(src, src_container, new_header, out, on_copied);
-  CountCodecCall(CodecOperation::kEncode, written);
+  CountContainerCall(ContainerOperation::kEncode, written);
   return written;
 }
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "core/os/path.h"
 #include "core/os/subprocess.h"
 #include "core/status_macros.h"
@@ -135,6 +136,9 @@ struct ExternalCodec::Call {
   // Stop the worker once it has answered (after a rescale: so that no
   // descriptor it kept on its output outlives the call).
   bool retire = false;
+  // Set to kTimeout or kCrash when the call fails so; left as it is for
+  // any other end. May be null.
+  CodecOutcome* failure = nullptr;
 };
 
 ExternalCodec::ExternalCodec(const ExternalCodecOptions& options,
@@ -308,7 +312,8 @@ bool ExternalCodec::CanAcquire() const {
   return !idle_.empty() || live_ < options_.workers;
 }
 
-absl::StatusOr<std::unique_ptr<CodecWorker>> ExternalCodec::Acquire() {
+absl::StatusOr<std::unique_ptr<CodecWorker>> ExternalCodec::Acquire(
+    CodecOutcome* failure) {
   absl::Duration backoff;
   while (true) {
     std::unique_ptr<CodecWorker> stale;
@@ -342,6 +347,7 @@ absl::StatusOr<std::unique_ptr<CodecWorker>> ExternalCodec::Acquire() {
   absl::StatusOr<std::unique_ptr<CodecWorker>> worker = StartWorker(nullptr);
   if (!worker.ok()) {
     Release(nullptr, false);
+    if (failure != nullptr) *failure = CodecOutcome::kCrash;
     return absl::UnavailableError(absl::StrCat(
         "the codec could not be restarted: ", worker.status().message()));
   }
@@ -386,7 +392,8 @@ absl::Status ExternalCodec::Done(std::unique_ptr<CodecWorker> worker,
 }
 
 absl::StatusOr<CodecReply> ExternalCodec::Exchange(const Call& call) {
-  RBLN_ASSIGN_OR_RETURN(std::unique_ptr<CodecWorker> worker, Acquire());
+  RBLN_ASSIGN_OR_RETURN(std::unique_ptr<CodecWorker> worker,
+                        Acquire(call.failure));
   const int64_t id = worker->NextId();
   const std::string line = EncodeCodecRequest(id, call.request);
   const absl::Time deadline = absl::Now() + options_.timeout;
@@ -397,7 +404,11 @@ absl::StatusOr<CodecReply> ExternalCodec::Exchange(const Call& call) {
   if (io == CodecWorker::Io::kOk) {
     io = worker->ReadLine(&reply, deadline, call.cancelled, &cancel_status);
   }
+  const auto fail_as = [&call](CodecOutcome outcome) {
+    if (call.failure != nullptr) *call.failure = outcome;
+  };
   const auto garbage = [&](absl::string_view why) {
+    fail_as(CodecOutcome::kCrash);
     const std::string message = absl::StrCat(
         "the codec answered ", CodecOpName(call.request.op), " of ", call.path,
         " with something that is not protocol (", why, "): ", Echo(reply),
@@ -408,6 +419,10 @@ absl::StatusOr<CodecReply> ExternalCodec::Exchange(const Call& call) {
   if (io == CodecWorker::Io::kTooLong) {
     reply.resize(kMaxEchoBytes);
     return garbage("a line longer than 16 MiB");
+  }
+  if (io == CodecWorker::Io::kTimeout) fail_as(CodecOutcome::kTimeout);
+  if (io == CodecWorker::Io::kClosed || io == CodecWorker::Io::kError) {
+    fail_as(CodecOutcome::kCrash);
   }
   if (io != CodecWorker::Io::kOk) {
     absl::Status status =
@@ -479,6 +494,17 @@ absl::Status ExternalCodec::FailureStatus(const CodecFailure& failure,
 
 absl::StatusOr<ContainerFacts> ExternalCodec::Inspect(Env* env,
                                                       const std::string& path) {
+  const absl::Time start = absl::Now();
+  CodecOutcome failure = CodecOutcome::kError;
+  absl::StatusOr<ContainerFacts> facts = InspectUncounted(env, path, &failure);
+  ObserveCodecCall(CodecKind::kExternal, CodecCallOp::kInspect,
+                   facts.ok() ? CodecOutcome::kOk : failure,
+                   absl::Now() - start);
+  return facts;
+}
+
+absl::StatusOr<ContainerFacts> ExternalCodec::InspectUncounted(
+    Env* env, const std::string& path, CodecOutcome* failure) {
   RBLN_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> source,
                         env->NewRandomAccessFile(path));
   const Call call{
@@ -486,12 +512,24 @@ absl::StatusOr<ContainerFacts> ExternalCodec::Inspect(Env* env,
       .path = path,
       .fds = {source->native_handle()},
       .cancelled = nullptr,
+      .failure = failure,
   };
   RBLN_ASSIGN_OR_RETURN(CodecReply reply, Exchange(call));
   return std::move(reply.facts);
 }
 
 absl::Status ExternalCodec::Rescale(const RescaleRequest& request) {
+  const absl::Time start = absl::Now();
+  CodecOutcome failure = CodecOutcome::kError;
+  const absl::Status status = RescaleUncounted(request, &failure);
+  ObserveCodecCall(CodecKind::kExternal, CodecCallOp::kRescale,
+                   status.ok() ? CodecOutcome::kOk : failure,
+                   absl::Now() - start);
+  return status;
+}
+
+absl::Status ExternalCodec::RescaleUncounted(const RescaleRequest& request,
+                                             CodecOutcome* failure) {
   Env* out_env = request.out_env;
   const std::string& out_path = request.out_path;
   const std::string out_name(Basename(out_path));
@@ -511,7 +549,7 @@ absl::Status ExternalCodec::Rescale(const RescaleRequest& request) {
   RBLN_RETURN_IF_ERROR(out_env->CreateDir(scratch));
   bool made = false;
   const absl::Status status =
-      RescaleInScratch(request, *source, scratch, out_name, &made);
+      RescaleInScratch(request, *source, scratch, out_name, failure, &made);
   if (!status.ok()) {
     if (out_env->Stat(scratch).ok()) RemoveTree(out_env, scratch).IgnoreError();
     if (made) RemoveTree(out_env, out_path).IgnoreError();
@@ -523,6 +561,7 @@ absl::Status ExternalCodec::RescaleInScratch(const RescaleRequest& request,
                                              const RandomAccessFile& source,
                                              const std::string& scratch,
                                              const std::string& out_name,
+                                             CodecOutcome* failure,
                                              bool* made) {
   Env* out_env = request.out_env;
   // The codec's uid may write there, and nothing else of the store.
@@ -541,6 +580,7 @@ absl::Status ExternalCodec::RescaleInScratch(const RescaleRequest& request,
             return request.on_copied ? request.on_copied(0) : absl::OkStatus();
           },
       .retire = true,
+      .failure = failure,
   };
   RBLN_RETURN_IF_ERROR(Exchange(call).status());
   dir.reset();

@@ -37,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/core_metrics.h"
 #include "core/format/codec.h"
 #include "core/format/codec_launcher.h"
 #include "core/format/codec_wire.h"
@@ -100,6 +101,11 @@ class ExternalCodec : public ContainerCodec {
   //   DEADLINE_EXCEEDED   no answer within the timeout (the worker is killed)
   //   UNAVAILABLE         the worker exited during the request, or a new one
   //                       could not be started
+  // Each call counts once in rbln_artifactd_codec_calls_total and
+  // _codec_call_seconds (core/core_metrics.h): timeout for
+  // DEADLINE_EXCEEDED, crash for a worker that exited, answered something
+  // that is not protocol or could not be started, error for anything else
+  // that failed.
   absl::StatusOr<ContainerFacts> Inspect(Env* env,
                                          const std::string& path) override;
   bool CanRescale() const override { return hello_.can_rescale; }
@@ -124,7 +130,8 @@ class ExternalCodec : public ContainerCodec {
 
   // A worker for one call: an idle one, else a new one (started and
   // greeted) when fewer than options_.workers live, else waits.
-  absl::StatusOr<std::unique_ptr<CodecWorker>> Acquire();
+  // A failure to start one sets *failure (may be null) to kCrash.
+  absl::StatusOr<std::unique_ptr<CodecWorker>> Acquire(CodecOutcome* failure);
   bool CanAcquire() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives a worker back: kept when `healthy`, else killed and reaped.
   void Release(std::unique_ptr<CodecWorker> worker, bool healthy);
@@ -148,10 +155,20 @@ class ExternalCodec : public ContainerCodec {
                              absl::string_view path) const;
   // Rescale's work in its scratch directory: the exchange, the check of what
   // the codec wrote, the move to the output path (`*moved` once done).
+  // Inspect and Rescale before they are counted: a failure that is a
+  // timeout or a crash sets *failure (left as it is otherwise).
+  absl::StatusOr<ContainerFacts> InspectUncounted(Env* env,
+                                                  const std::string& path,
+                                                  CodecOutcome* failure);
+  absl::Status RescaleUncounted(const RescaleRequest& request,
+                                CodecOutcome* failure);
+  // Rescale's work in its scratch directory: the exchange, the check of what
+  // the codec wrote, the move to the output path (`*moved` once done).
   absl::Status RescaleInScratch(const RescaleRequest& request,
                                 const RandomAccessFile& source,
                                 const std::string& scratch,
-                                const std::string& out_name, bool* moved);
+                                const std::string& out_name,
+                                CodecOutcome* failure, bool* moved);
   void Log(absl::string_view line) const;
 
   const ExternalCodecOptions options_;

@@ -19,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "core/core_metrics.h"
+#include "core/metrics.h"
 #include "core/os/containment.h"
 #include "core/os/env.h"
 #include "core/testing/test_util.h"
@@ -33,6 +35,26 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 constexpr uid_t kNobody = 65534;
+
+// rbln_artifactd_codec_calls_total{codec="external",op,outcome} now.
+double Calls(absl::string_view op, absl::string_view outcome) {
+  RegisterCoreMetrics();
+  return metrics::Registry::Default()
+      .Sample(absl::StrCat(
+          "rbln_artifactd_codec_calls_total{codec=\"external\",op=\"", op,
+          "\",outcome=\"", outcome, "\"}"))
+      .value_or(-1);
+}
+
+// The calls rbln_artifactd_codec_call_seconds{codec="external",op} timed.
+double Timed(absl::string_view op) {
+  RegisterCoreMetrics();
+  return metrics::Registry::Default()
+      .Sample(absl::StrCat(
+          "rbln_artifactd_codec_call_seconds_count{codec=\"external\",op=\"",
+          op, "\"}"))
+      .value_or(-1);
+}
 
 // A file of the test codec's format: one node of two chiplets.
 std::string CodecFile(absl::string_view mode = "") {
@@ -260,9 +282,13 @@ TEST_F(ExternalCodecTest, InspectsAFileItIsHandedAsADescriptor) {
   ASSERT_NE(codec, nullptr);
   // As root the codec is nobody, and the file lies in a 0700 directory of
   // root's: only the descriptor lets it read the file.
+  const double ok = Calls("inspect", "ok");
+  const double timed = Timed("inspect");
   absl::StatusOr<ContainerFacts> facts =
       codec->Inspect(env_.get(), root_ + "/model/prefill.rbln");
   ASSERT_TRUE(facts.ok()) << facts.status();
+  EXPECT_EQ(Calls("inspect", "ok"), ok + 1);
+  EXPECT_EQ(Timed("inspect"), timed + 1);
   EXPECT_EQ(facts->granularity, BucketGranularity::kChiplet);
   EXPECT_EQ(facts->num_nodes, 1u);
   EXPECT_EQ(facts->buckets_per_node, 2u);
@@ -281,7 +307,11 @@ TEST_F(ExternalCodecTest, RescalesIntoTheOutputPathAndLeavesNothingElse) {
   ASSERT_NE(codec, nullptr);
   const std::string source = root_ + "/model/prefill.rbln";
   const uint64_t source_hash = testing::HashFile(source);
+  const double ok = Calls("rescale", "ok");
+  const double timed = Timed("rescale");
   ASSERT_TRUE(RescaleInto(*codec, source).ok());
+  EXPECT_EQ(Calls("rescale", "ok"), ok + 1);
+  EXPECT_EQ(Timed("rescale"), timed + 1);
   EXPECT_EQ(testing::HashFile(source), source_hash);
   absl::StatusOr<std::vector<DirEntry>> entries =
       env_->ListDir(root_ + "/staging");
@@ -312,9 +342,12 @@ TEST_F(ExternalCodecTest, AFileItCannotReadIsDataLossAndKeepsTheWorker) {
   std::unique_ptr<ExternalCodec> codec = StartOrDie();
   ASSERT_NE(codec, nullptr);
   const std::string path = WriteSource("other.rbln", "RBLN\x00 not json");
+  const double error = Calls("inspect", "error");
   absl::StatusOr<ContainerFacts> facts = codec->Inspect(env_.get(), path);
   ASSERT_FALSE(facts.ok());
   EXPECT_EQ(facts.status().code(), absl::StatusCode::kDataLoss);
+  // The codec answered: an error, not a crash.
+  EXPECT_EQ(Calls("inspect", "error"), error + 1);
   EXPECT_THAT(facts.status().message(),
               HasSubstr(path + ": the codec (external (test_codec.py)) "
                                "cannot read it: not a test codec file"));
@@ -326,6 +359,7 @@ struct BrokenCase {
   const char* mode;
   absl::StatusCode code;
   const char* message;
+  const char* outcome;  // of rbln_artifactd_codec_calls_total
 };
 
 class BrokenCodecTest : public ExternalCodecTest,
@@ -338,8 +372,12 @@ TEST_P(BrokenCodecTest, InspectFailsClearlyAndTheNextCallGetsANewWorker) {
   ASSERT_NE(codec, nullptr);
   const std::string path =
       WriteSource("broken.rbln", CodecFile(GetParam().mode));
+  const double counted = Calls("inspect", GetParam().outcome);
+  const double timed = Timed("inspect");
   absl::StatusOr<ContainerFacts> facts = codec->Inspect(env_.get(), path);
   ASSERT_FALSE(facts.ok());
+  EXPECT_EQ(Calls("inspect", GetParam().outcome), counted + 1);
+  EXPECT_EQ(Timed("inspect"), timed + 1);
   EXPECT_EQ(facts.status().code(), GetParam().code) << facts.status();
   EXPECT_THAT(facts.status().message(), HasSubstr(GetParam().message));
   EXPECT_THAT(facts.status().message(), HasSubstr(path));
@@ -359,8 +397,10 @@ TEST_P(BrokenRescaleTest, RescaleFailsClearlyAndLeavesNothing) {
   ASSERT_NE(codec, nullptr);
   const std::string path =
       WriteSource("broken.rbln", CodecFile(GetParam().mode));
+  const double counted = Calls("rescale", GetParam().outcome);
   const absl::Status status = RescaleInto(*codec, path);
   EXPECT_EQ(status.code(), GetParam().code) << status;
+  EXPECT_EQ(Calls("rescale", GetParam().outcome), counted + 1);
   EXPECT_THAT(status.message(), HasSubstr(GetParam().message));
   ExpectStagingEmpty();
   EXPECT_TRUE(RescaleInto(*codec, root_ + "/model/prefill.rbln").ok());
@@ -369,12 +409,14 @@ TEST_P(BrokenRescaleTest, RescaleFailsClearlyAndLeavesNothing) {
 const BrokenCase kBrokenCases[] = {
     BrokenCase{"hang", absl::StatusCode::kDeadlineExceeded,
                "within 1 s (--codec-timeout-seconds); it was stopped and "
-               "will be restarted"},
-    BrokenCase{"exit", absl::StatusCode::kUnavailable, "exited with status 3"},
+               "will be restarted",
+               "timeout"},
+    BrokenCase{"exit", absl::StatusCode::kUnavailable, "exited with status 3",
+               "crash"},
     BrokenCase{"garbage", absl::StatusCode::kInternal,
-               "with something that is not protocol"},
+               "with something that is not protocol", "crash"},
     BrokenCase{"wrong-shape", absl::StatusCode::kInternal,
-               "kv_tensors.kv0: not a list of 1 lists"}};
+               "kv_tensors.kv0: not a list of 1 lists", "crash"}};
 
 std::string CaseName(const ::testing::TestParamInfo<BrokenCase>& info) {
   std::string name = info.param.mode;
@@ -405,9 +447,12 @@ TEST_F(ExternalCodecTest, AnExitingWorkerShowsItsLastStderrLines) {
 TEST_F(ExternalCodecTest, ExtraFilesInTheScratchDirectoryAreRefused) {
   std::unique_ptr<ExternalCodec> codec = StartOrDie();
   ASSERT_NE(codec, nullptr);
+  const double refused = Calls("rescale", "error");
   const absl::Status status =
       RescaleInto(*codec, WriteSource("extra.rbln", CodecFile("extra-file")));
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  // The codec answered ok, but its output was refused.
+  EXPECT_EQ(Calls("rescale", "error"), refused + 1);
   EXPECT_THAT(status.message(),
               HasSubstr("wrote extra in its scratch directory, other than "
                         "out.rbln; nothing was kept"));
