@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -690,17 +691,35 @@ TEST_F(HostileTest, SwappingDirectoriesForDirectoriesNeverLosesATree) {
   }
   ExpectServing();
   // A staging directory whose parent was swapped away mid-write is left
-  // where the parent went (it is not looked for by path elsewhere); the
-  // next start's recovery removes it.
+  // where the parent went (it is not looked for by path elsewhere). The
+  // next start removes what its intent records name, where they name it;
+  // one that moved with its parent has no record there: it is left, and
+  // reported with the command that removes it.
   stub_.reset();
   Stop();
   ASSERT_NO_FATAL_FAILURE(Start());
+  const std::string log = ReadIfExists(daemon_.stderr_path);
+  std::vector<absl::string_view> reported;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, "left in place: ")) reported.push_back(line);
+  }
+  int left = 0;
   for (const auto& entry :
        std::filesystem::recursive_directory_iterator(store_)) {
     const std::string name = entry.path().filename().string();
-    EXPECT_FALSE(StagedArtifactName(name) || RetiredArtifactName(name))
-        << "debris after recovery: " << entry.path();
+    if (!StagedArtifactName(name) && !RetiredArtifactName(name)) continue;
+    ++left;
+    const std::string path = entry.path().string();
+    EXPECT_EQ(std::count_if(reported.begin(), reported.end(),
+                            [&](absl::string_view line) {
+                              return absl::StrContains(
+                                  line, absl::StrCat("rm -rf -- '", path, "'"));
+                            }),
+              1)
+        << "debris after recovery, not reported once: " << path;
   }
+  EXPECT_EQ(static_cast<int>(reported.size()), left) << log;
+  printf("left in place after the swaps, and reported: %d\n", left);
   ExpectServing();
 }
 

@@ -28,10 +28,13 @@
 #include "absl/time/time.h"
 #include "core/format/artifact.h"
 #include "core/os/env.h"
+#include "core/store/intent_record.h"
+#include "core/store/locks.h"
 #include "core/store/staging_name.h"
 #include "core/store/store.h"
 #include "core/testing/fault_injection_env.h"
 #include "core/testing/test_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "spdlog/spdlog.h"
 #include "tools/synth.h"
@@ -209,6 +212,17 @@ class Scenario {
   }
 
   const std::string& root() const { return tmp_.path(); }
+  // The intent records in the state directory.
+  std::vector<std::string> IntentRecords() const {
+    std::vector<std::string> names;
+    absl::StatusOr<std::vector<DirEntry>> entries = Env::Default()->ListDir(
+        JoinPath(tmp_.Join(kStateDirName), kIntentDirName));
+    EXPECT_TRUE(entries.ok()) << entries.status();
+    if (entries.ok()) {
+      for (const DirEntry& entry : *entries) names.push_back(entry.name);
+    }
+    return names;
+  }
   std::string source_path() const { return tmp_.Join("a"); }
   std::string output_name() const {
     return commit_ == Commit::kNewOutputInNewParents ? "new/sub/out" : "out";
@@ -337,6 +351,8 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
   // The fault-free commit: how many calls it makes and which one publishes.
   int64_t num_calls = 0;
   int64_t commit_point = 0;
+  int64_t num_syncs = 0;
+  int64_t syncs_before_commit = 0;
   {
     Scenario scenario(commit(), originals);
     std::unique_ptr<Env> confined = testing::ConfinedEnvOrDie(scenario.root());
@@ -357,11 +373,22 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
       }
     }
     ASSERT_GT(commit_point, 0) << absl::StrJoin(log, "\n");
+    // fsyncs (Sync, SyncDir, SyncFile) before the commit point, and in all
+    // (docs/performance.md, "The deferred delete and the fsyncs of one
+    // commit").
+    for (size_t i = 0; i < log.size(); ++i) {
+      if (absl::StartsWith(log[i], "Sync")) {
+        ++num_syncs;
+        if (static_cast<int64_t>(i) < commit_point) ++syncs_before_commit;
+      }
+    }
     scenario.ExpectArtifacts(/*committed=*/true);
     scenario.ExpectClean(/*committed=*/true);
   }
   std::cout << CommitName(commit()) << ": " << num_calls
-            << " fault points, commit point at call " << commit_point << "\n";
+            << " fault points, commit point at call " << commit_point
+            << ", fsyncs " << syncs_before_commit << " before it and "
+            << num_syncs << " in all\n";
 
   // One failing k is enough to read; the next ones would mostly repeat it.
   for (int64_t k = 1; k <= num_calls && !HasFailure(); ++k) {
@@ -412,6 +439,13 @@ TEST_P(CommitFaultTest, EveryCallFailingLeavesOldOrNewAndNoDebris) {
     // the parents it made (no recovery ran); after a crash, recovery removed
     // the staging directory.
     scenario.ExpectClean(committed, fault() == Fault::kCrash);
+    // A record the engine could not remove names nothing left; the next
+    // start drops it, reporting nothing (no directory lacks its record).
+    absl::StatusOr<std::unique_ptr<ArtifactStore>> again =
+        ArtifactStore::Open(scenario.root());
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_THAT((*again)->left_in_place(), ::testing::IsEmpty());
+    EXPECT_THAT(scenario.IntentRecords(), ::testing::IsEmpty());
   }
 }
 

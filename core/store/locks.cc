@@ -13,6 +13,7 @@
 #include "core/core_metrics.h"
 #include "core/resize/rescale.h"
 #include "core/status_macros.h"
+#include "core/store/intent_record.h"
 #include "core/text.h"
 #include "spdlog/spdlog.h"
 #include "xxhash.h"
@@ -91,7 +92,8 @@ std::string ArtifactLockPath(absl::string_view store_root,
 absl::StatusOr<std::unique_ptr<FileLock>> LockStore(Env* env,
                                                     const std::string& root) {
   const std::string state_dir = JoinPath(root, kStateDirName);
-  for (const std::string& dir : {state_dir, JoinPath(state_dir, "locks")}) {
+  for (const std::string& dir : {state_dir, JoinPath(state_dir, "locks"),
+                                 JoinPath(state_dir, kIntentDirName)}) {
     absl::Status made = env->CreateDir(dir);
     if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
     // Whoever controls the lock files controls who may write: they must be

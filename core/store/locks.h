@@ -33,10 +33,10 @@ std::string ArtifactLockPath(absl::string_view store_root,
                              absl::string_view canonical_name);
 
 // Makes the state directory of the store at `root` (resolved) and its
-// locks/ directory where missing, checks that they belong to this process's
-// user and that no one else may write them, and takes the store's LOCK with
-// this process's pid in it: FAILED_PRECONDITION naming the holder's pid
-// when another process has it.
+// locks/ and intents/ (core/store/intent_record.h) directories where missing,
+// checks that they belong to this process's user and that no one else may write
+// them, and takes the store's LOCK with this process's pid in it:
+// FAILED_PRECONDITION naming the holder's pid when another process has it.
 absl::StatusOr<std::unique_ptr<FileLock>> LockStore(Env* env,
                                                     const std::string& root);
 

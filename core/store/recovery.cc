@@ -5,9 +5,14 @@
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "core/core_metrics.h"
 #include "core/status_macros.h"
+#include "core/store/intent_record.h"
 #include "core/store/listing.h"
 #include "core/store/locks.h"
 #include "core/store/retired_trees.h"
@@ -36,6 +41,116 @@ std::optional<Debris> DebrisNamed(absl::string_view entry) {
   return std::nullopt;
 }
 
+std::string RelJoin(absl::string_view dir, absl::string_view name) {
+  return dir.empty() ? std::string(name) : JoinPath(dir, name);
+}
+
+// The shell command that removes `path`, escaped as every logged value is
+// (a path of printable ASCII without quotes or backslashes reads as is).
+std::string RemoveCommand(const std::string& path) {
+  std::string quoted = LogValue(absl::StrReplaceAll(path, {{"'", "'\\''"}}));
+  absl::string_view inner = quoted;
+  absl::ConsumePrefix(&inner, "\"");
+  absl::ConsumeSuffix(&inner, "\"");
+  return absl::StrCat("rm -rf -- '", inner, "'");
+}
+
+// Removes the directories one record names, then the record. The paths
+// it could not remove (nor look at) go to `held`, the record stays.
+void RecoverOneRecord(Env* env, const NamedRoot& store,
+                      const std::string& record, RecoveredDebris* recovered,
+                      absl::flat_hash_set<std::string>* held) {
+  absl::StatusOr<std::string> contents =
+      env->ReadFileToString(record, kMaxIntentRecordBytes);
+  const ParsedIntent parsed =
+      contents.ok()
+          ? ParseIntentRecord(*contents)
+          : ParsedIntent{.corrupt = std::string(contents.status().message())};
+  if (parsed.incomplete) {
+    spdlog::info(
+        "recovery: removing intent record {}, cut short by a crash before "
+        "it was synced (what it would name was never made)",
+        LogValue(record));
+    DropIntentRecord(env, record);
+    return;
+  }
+  if (!parsed.names.has_value()) {
+    spdlog::warn(
+        "recovery: intent record {} is not readable ({}): left in place, "
+        "and so is any directory it names",
+        LogValue(record), LogValue(parsed.corrupt));
+    return;
+  }
+  const IntentNames& names = *parsed.names;
+  const std::string parent =
+      names.parent.empty() ? store.dir : JoinPath(store.dir, names.parent);
+  bool removed_any = false;
+  bool all_gone = true;
+  for (const std::string* name : {&names.staging, &names.retired}) {
+    const std::string rel = RelJoin(names.parent, *name);
+    const std::string path = JoinPath(parent, *name);
+    absl::StatusOr<std::optional<FileStat>> st = StatIfExists(env, path);
+    if (st.ok() && !st->has_value()) continue;
+    if (st.ok() && (*st)->type != FileType::kDirectory) {
+      // Never made by a commit, which makes directories only.
+      spdlog::warn("recovery: {} is not a directory: left in place",
+                   LogValue(path));
+      continue;
+    }
+    if (st.ok()) {
+      const std::string artifact =
+          RelJoin(names.parent, DebrisNamed(*name).value_or(Debris{}).owner);
+      spdlog::warn(
+          name == &names.retired
+              ? "recovery: removing old version {} of {} that a crash or kill "
+                "left waiting out its grace period"
+              : "recovery: removing staging directory {} left by an "
+                "interrupted commit of {} (or its old version)",
+          LogValue(path), LogValue(artifact));
+    }
+    if (st.ok() && RemoveStagingTree(env, path, "")) {
+      recovered->removed.push_back(rel);
+      CountRecovery();
+      removed_any = true;
+      continue;
+    }
+    if (!st.ok()) {
+      spdlog::warn("recovery: could not look at {}: {}; left in place",
+                   LogValue(path), LogValue(st.status().message()));
+    }
+    held->insert(rel);
+    all_gone = false;
+  }
+  if (!all_gone) return;
+  // The record goes once the removal is durable (as RemoveStagingTree).
+  if (removed_any && !env->SyncDir(parent).ok()) return;
+  DropIntentRecord(env, record);
+}
+
+// Every record in the store's intents directory.
+void RecoverRecords(Env* env, const NamedRoot& store,
+                    RecoveredDebris* recovered,
+                    absl::flat_hash_set<std::string>* held) {
+  const std::string dir =
+      JoinPath(JoinPath(store.dir, kStateDirName), kIntentDirName);
+  absl::StatusOr<std::vector<DirEntry>> entries = env->ListDir(dir);
+  if (!entries.ok()) {
+    spdlog::warn("recovery: could not read the intent records in {}: {}",
+                 LogValue(dir), LogValue(entries.status().message()));
+    return;
+  }
+  for (const DirEntry& entry : *entries) {
+    const std::string path = JoinPath(dir, entry.name);
+    if (entry.type != FileType::kRegular ||
+        !absl::EndsWith(entry.name, ".intent")) {
+      spdlog::warn("recovery: {} is not an intent record: left in place",
+                   LogValue(path));
+      continue;
+    }
+    RecoverOneRecord(env, store, path, recovered, held);
+  }
+}
+
 }  // namespace
 
 void RemoveStaleLockFiles(Env* env, const std::string& dir) {
@@ -56,42 +171,32 @@ void RemoveStaleLockFiles(Env* env, const std::string& dir) {
   }
 }
 
-absl::StatusOr<std::vector<std::string>> RemoveDebris(Env* env,
-                                                      const NamedRoot& store) {
-  std::vector<std::string> recovered;
+absl::StatusOr<RecoveredDebris> RemoveDebris(Env* env, const NamedRoot& store) {
+  RecoveredDebris recovered;
+  absl::flat_hash_set<std::string> held;
+  RecoverRecords(env, store, &recovered, &held);
   const auto visit = [&](const std::string& rel_dir,
                          const std::vector<DirEntry>& entries) {
     std::vector<std::string> descend;
     for (const DirEntry& entry : entries) {
       if (entry.type != FileType::kDirectory) continue;
-      const std::string rel =
-          rel_dir.empty() ? entry.name : JoinPath(rel_dir, entry.name);
+      const std::string rel = RelJoin(rel_dir, entry.name);
       const std::string path = JoinPath(store.dir, rel);
       if (const std::optional<Debris> debris = DebrisNamed(entry.name)) {
-        const std::string artifact =
-            rel_dir.empty() ? debris->owner : JoinPath(rel_dir, debris->owner);
-        // Debris of an artifact that is locked belongs to a live writer in
-        // another process: not debris.
+        // Named by a record whose removal failed: logged already.
+        if (held.contains(rel)) continue;
+        // A live writer's in another process (its artifact is locked).
         absl::StatusOr<std::unique_ptr<ArtifactLock>> busy =
-            ArtifactLock::Acquire(env, store.dir, artifact, /*wait=*/false,
-                                  nullptr, nullptr);
+            ArtifactLock::Acquire(env, store.dir,
+                                  RelJoin(rel_dir, debris->owner),
+                                  /*wait=*/false, nullptr, nullptr);
         if (!busy.ok()) continue;
-        if (debris->retired) {
-          spdlog::warn(
-              "recovery: removing old version {} of {} that a crash or kill "
-              "left waiting out its grace period",
-              LogValue(path), LogValue(artifact));
-        } else {
-          // An old version too, when a crash came between the exchange and
-          // its move to a retired name.
-          spdlog::warn(
-              "recovery: removing staging directory {} left by an "
-              "interrupted commit of {}",
-              LogValue(path), LogValue(artifact));
-        }
-        RemoveStagingTree(env, path);
-        recovered.push_back(rel);
-        CountRecovery();
+        spdlog::warn(
+            "left in place: {} looks like {} directory but this daemon holds "
+            "no record of making it; remove it with: {}",
+            LogValue(path), debris->retired ? "a retired" : "a staging",
+            RemoveCommand(path));
+        recovered.left_in_place.push_back(rel);
         continue;
       }
       if (absl::StartsWith(entry.name, ".")) continue;

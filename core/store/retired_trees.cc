@@ -6,12 +6,14 @@
 #include "absl/status/status.h"
 #include "core/core_metrics.h"
 #include "core/os/subprocess.h"
+#include "core/store/intent_record.h"
 #include "core/text.h"
 #include "spdlog/spdlog.h"
 
 namespace rbln {
 
-void RemoveStagingTree(Env* env, const std::string& path) {
+bool RemoveStagingTree(Env* env, const std::string& path,
+                       const std::string& record) {
   absl::Status status = RemoveTree(env, path);
   if (!status.ok() && !absl::IsNotFound(status)) {
     status = RemoveTree(env, path);
@@ -21,7 +23,22 @@ void RemoveStagingTree(Env* env, const std::string& path) {
         "could not remove staging directory {}: {}; it is removed "
         "when the store is next opened",
         LogValue(path), LogValue(status.ToString()));
+    return false;
   }
+  if (record.empty()) return true;
+  // The record goes only once the removal is durable: a power loss must
+  // not bring the tree back without it. A failed sync keeps the record,
+  // which the next start drops if the tree is gone.
+  const absl::Status synced = env->SyncDir(std::string(Dirname(path)));
+  if (synced.ok()) {
+    DropIntentRecord(env, record);
+  } else {
+    spdlog::warn(
+        "could not make the removal of {} durable: {}; its intent "
+        "record stays until the next start",
+        LogValue(path), LogValue(synced.message()));
+  }
+  return true;
 }
 
 namespace {
@@ -67,20 +84,24 @@ RetiredTrees::~RetiredTrees() {
       "stopping: removing {} old artifact version(s) now, before their "
       "grace period of {} is over",
       left.size(), FormatSeconds(grace_));
-  for (const Tree& tree : left) RemoveStagingTree(env_, tree.path);
+  for (const Tree& tree : left) {
+    RemoveStagingTree(env_, tree.path, tree.record);
+  }
   AddPendingOldVersions(-static_cast<int64_t>(left.size()));
 }
 
-void RetiredTrees::Retire(std::string path) {
+void RetiredTrees::Retire(std::string path, std::string record) {
   if (grace_ == absl::ZeroDuration()) {
-    RemoveStagingTree(env_, path);
+    RemoveStagingTree(env_, path, record);
     return;
   }
   const Clock::time_point due =
       Clock::now() + absl::ToChronoNanoseconds(grace_);
   absl::MutexLock lock(&mu_);
-  trees_.push_back(
-      {.path = std::move(path), .due = due, .pages_forgotten = !forget_pages_});
+  trees_.push_back({.path = std::move(path),
+                    .record = std::move(record),
+                    .due = due,
+                    .pages_forgotten = !forget_pages_});
   AddPendingOldVersions(1);
   if (!thread_.joinable() && !stopping_) {
     thread_ = std::thread([this] { RemoveWhenDue(); });
@@ -95,7 +116,9 @@ size_t RetiredTrees::RemoveNow() {
     taken.swap(trees_);
     in_flight = removing_;
   }
-  for (const Tree& tree : taken) RemoveStagingTree(env_, tree.path);
+  for (const Tree& tree : taken) {
+    RemoveStagingTree(env_, tree.path, tree.record);
+  }
   AddPendingOldVersions(-static_cast<int64_t>(taken.size()));
   // Waits for the tree the thread is removing, and for one whose pages it
   // is dropping: the file it holds open would keep its blocks a moment after
@@ -153,7 +176,7 @@ void RetiredTrees::RemoveWhenDue() {
     trees_.pop_front();
     ++removing_;
     mu_.Unlock();
-    RemoveStagingTree(env_, tree.path);
+    RemoveStagingTree(env_, tree.path, tree.record);
     AddPendingOldVersions(-1);
     spdlog::debug("removed the old version {} after its grace period",
                   LogValue(tree.path));

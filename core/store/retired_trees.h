@@ -28,12 +28,12 @@
 // * Destruction (the daemon stopping) removes every pending tree at once,
 //   without waiting out its grace, and logs that it does.
 // * A tree that cannot be removed (after a second try) is logged and left:
-//   its name is a retired name (a staging name where the move to one
-//   failed), so the store's recovery removes it when the
+//   its intent record stays, so the store's recovery removes it when the
 //   store is next opened. So is a tree pending when the process dies.
 //
 // Trees are named by path: a tree moved elsewhere meanwhile (its parent
-// renamed) is not found, and is left to that recovery too.
+// renamed) is not found; its record is dropped, and recovery reports the
+// tree where it went but leaves it (it holds no record of that path).
 //
 // The trees pending in every instance are the metric
 // rbln_artifactd_old_versions_pending (core/core_metrics.h).
@@ -58,7 +58,11 @@ namespace rbln {
 
 // Removes a staging tree (RemoveTree), trying twice; what still remains is
 // logged as left for the recovery at the next start. Missing is success.
-void RemoveStagingTree(Env* env, const std::string& path);
+// Once the tree is gone, its parent is fsynced and then its intent record
+// `record` ("": none) removed (core/store/intent_record.h), so that no
+// crash leaves the tree without its record. Returns whether it is gone.
+bool RemoveStagingTree(Env* env, const std::string& path,
+                       const std::string& record);
 
 class RetiredTrees {
  public:
@@ -73,9 +77,10 @@ class RetiredTrees {
 
   absl::Duration grace() const { return grace_; }
 
-  // Removes the tree at `path` once the grace period has passed from now;
-  // with a zero grace, now, before returning.
-  void Retire(std::string path);
+  // Removes the tree at `path`, and then its intent record `record`, once
+  // the grace period has passed from now; with a zero grace, now, before
+  // returning.
+  void Retire(std::string path, std::string record = "");
 
   // Removes every tree still pending at once, here, and waits for one the
   // background thread is removing (or whose pages it is dropping). Returns how
@@ -89,6 +94,7 @@ class RetiredTrees {
   using Clock = std::chrono::steady_clock;
   struct Tree {
     std::string path;
+    std::string record;
     Clock::time_point due;
     bool pages_forgotten = false;
   };

@@ -46,8 +46,10 @@
 #include "core/resize/fit.h"
 #include "core/resize/rescale.h"
 #include "core/store/artifact_name.h"
+#include "core/store/intent_record.h"
 #include "core/store/listing.h"
 #include "core/store/locks.h"
+#include "core/store/recovery.h"
 #include "core/store/retired_trees.h"
 
 namespace rbln {
@@ -172,7 +174,8 @@ class ArtifactStore {
   // directory belongs to this process's user and no one else may write it,
   // takes the store LOCK (FAILED_PRECONDITION naming the holder's pid when
   // another process has it), removes lock files nobody holds, then removes
-  // staging debris under the root (see recovered()).
+  // the staging debris its intent records name and reports what looks like
+  // debris but has no record (see recovered() and left_in_place()).
   // `env` must be confined to the root (NewConfinedEnv, or a wrapper of
   // one): FAILED_PRECONDITION otherwise.
   static absl::StatusOr<std::unique_ptr<ArtifactStore>> Open(
@@ -186,8 +189,16 @@ class ArtifactStore {
   ArtifactStore& operator=(const ArtifactStore&) = delete;
 
   const std::string& root() const { return root_; }
-  // Store-relative paths of the staging directories removed at open.
-  const std::vector<std::string>& recovered() const { return recovered_; }
+  // Store-relative paths of the staging and retired directories removed at
+  // open (those the store's intent records named).
+  const std::vector<std::string>& recovered() const {
+    return recovered_.removed;
+  }
+  // Store-relative paths of the directories named as staging or retired
+  // ones that no record named: left in place, and logged (RemoveDebris).
+  const std::vector<std::string>& left_in_place() const {
+    return recovered_.left_in_place;
+  }
 
   // The store first, then the read-only roots in the order given.
   std::vector<StoreRootInfo> roots() const;
@@ -378,13 +389,18 @@ class ArtifactStore {
   absl::Status VerifyBeforeCopy(Env* env, const Artifact& artifact,
                                 bool requested,
                                 std::vector<std::string>* warnings);
-  // Writes the resized artifact into `staging` (created here); on error
-  // removes it. `what` names the result in a disk-full message. When the
-  // disk is full and old versions are waiting out their grace period, they
-  // are removed at once and the write is tried once more.
-  absl::Status Stage(const Artifact& artifact, const ResizePlan& plan,
-                     const std::string& staging, const std::string& what,
-                     const WriteResizedOptions& write_options);
+  // Records the intent (core/store/intent_record.h) of a staging directory
+  // for the entry `base` of `parent`, creates it and writes the resized
+  // artifact into it; on error removes both. `what` names the result in a
+  // disk-full message. When the disk is full and old versions are waiting
+  // out their grace period, they are removed at once and the write is tried
+  // once more.
+  absl::StatusOr<StagingIntent> Stage(const Artifact& artifact,
+                                      const ResizePlan& plan,
+                                      const std::string& parent,
+                                      absl::string_view base,
+                                      const std::string& what,
+                                      const WriteResizedOptions& write_options);
   // Swaps `staging` in at `name`, holding the artifact's reader lock
   // exclusively for that instant (CANCELLED, changing nothing, when
   // `is_cancelled` says so while readers hold it). What comes out must be
@@ -432,7 +448,7 @@ class ArtifactStore {
   // Parsed artifacts and summaries, while their files stay the same.
   ArtifactCache artifact_cache_;
   std::unique_ptr<FileLock> store_lock_;
-  std::vector<std::string> recovered_;
+  RecoveredDebris recovered_;
 
   // What Locate resolved, by the name as given (KeepLocated). A flood of
   // distinct names cannot grow it past the bound: it only costs each name

@@ -18,6 +18,7 @@
 #include "core/resize/rescale.h"
 #include "core/status_macros.h"
 #include "core/store/artifact_link.h"
+#include "core/store/intent_record.h"
 #include "core/store/listing.h"
 #include "core/store/locks.h"
 #include "core/store/staging_name.h"
@@ -77,14 +78,14 @@ void NoteUndurable(const absl::Status& status,
 }
 
 // Step 5: the old version, at the staging path since the exchange, moves
-// to a retired name of its own beside it, so that an operator listing the
-// directory can tell it from an interrupted commit. Where that fails it
-// waits out its grace under the staging name (recovery removes either).
+// to the retired name its intent record holds, so that an operator listing
+// the directory can tell it from an interrupted commit. Where that fails it
+// waits out its grace under the staging name (the record names both).
 // Returns where it is.
-std::string MoveToRetiredName(Env* env, const std::string& staging,
+std::string MoveToRetiredName(Env* env, const StagingIntent& intent,
                               absl::string_view name) {
-  const std::string retired =
-      JoinPath(Dirname(staging), RetiredNameFor(Basename(name)));
+  const std::string& staging = intent.staging;
+  const std::string& retired = intent.retired;
   const absl::Status moved = env->RenameNoReplace(staging, retired);
   if (moved.ok()) return retired;
   spdlog::warn(
@@ -478,19 +479,29 @@ absl::Status ArtifactStore::VerifyBeforeCopy(
   return status;
 }
 
-// Steps 2 and 3: the staging directory created and filled; a full disk
-// makes old versions waiting out their grace go first ("A full disk and the
-// grace period").
-absl::Status ArtifactStore::Stage(const Artifact& artifact,
-                                  const ResizePlan& plan,
-                                  const std::string& staging,
-                                  const std::string& what,
-                                  const WriteResizedOptions& write_options) {
+// Steps 2 and 3: the intent record written, the staging directory created
+// and filled; a full disk makes old versions waiting out their grace go
+// first ("A full disk and the grace period").
+absl::StatusOr<StagingIntent> ArtifactStore::Stage(
+    const Artifact& artifact, const ResizePlan& plan, const std::string& parent,
+    absl::string_view base, const std::string& what,
+    const WriteResizedOptions& write_options) {
+  std::optional<StagingIntent> intent;
+  // Whether a directory of ours was ever at the staging path.
+  bool made = false;
   const auto stage = [&](const WriteResizedOptions& options) {
-    absl::Status status = env_->CreateDir(staging);
+    if (!intent.has_value()) {
+      absl::StatusOr<StagingIntent> recorded =
+          RecordStagingIntent(env_, root_, parent, base);
+      if (!recorded.ok()) return recorded.status();
+      intent = *std::move(recorded);
+    }
+    absl::Status status = env_->CreateDir(intent->staging);
     if (!status.ok()) return status;
-    status = WriteResizedArtifact(env_, artifact, plan, staging, options);
-    if (!status.ok()) RemoveStagingTree(env_, staging);
+    made = true;
+    status =
+        WriteResizedArtifact(env_, artifact, plan, intent->staging, options);
+    if (!status.ok()) RemoveStagingTree(env_, intent->staging, "");
     return status;
   };
   // What the first try reported copied, so that a second one goes on from
@@ -539,6 +550,14 @@ absl::Status ArtifactStore::Stage(const Artifact& artifact,
                      " MiB on that file system); nothing "
                      "was changed: ",
                      status.message()));
+  }
+  if (status.ok()) return *std::move(intent);
+  // A directory that mkdir found at the staging path is not ours: only the
+  // record goes.
+  if (made) {
+    RemoveStagingTree(env_, intent->staging, intent->record);
+  } else if (intent.has_value()) {
+    DropIntentRecord(env_, intent->record);
   }
   return status;
 }
@@ -597,28 +616,33 @@ absl::Status ArtifactStore::CommitInPlace(
   const std::string& name = source.name;
   const std::string path = PathOf(name);
   const std::string parent(Dirname(path));
-  const std::string staging = JoinPath(parent, StagingNameFor(Basename(path)));
   WriteResizedOptions options = write_options;
   options.link_companions = true;
-  RBLN_RETURN_IF_ERROR(Stage(artifact, plan, staging,
-                             absl::StrCat("the resized ", name), options));
+  RBLN_ASSIGN_OR_RETURN(const StagingIntent intent,
+                        Stage(artifact, plan, parent, Basename(path),
+                              absl::StrCat("the resized ", name), options));
+  const std::string& staging = intent.staging;
   bool staging_is_theirs = false;
   absl::Status status = CheckLinkUnchanged(source);
   if (status.ok()) {
     status = Exchange(name, staging, artifact.dir_stat(),
                       write_options.is_cancelled, &staging_is_theirs);
   }
-  if (staging_is_theirs) return status;
+  if (staging_is_theirs) {
+    // The tree at the staging path is someone else's: never removed.
+    DropIntentRecord(env_, intent.record);
+    return status;
+  }
   if (!status.ok()) {
-    RemoveStagingTree(env_, staging);
+    RemoveStagingTree(env_, staging, intent.record);
     return status;
   }
   // From here the artifact path holds the new version; `staging` the old,
   // which readers that opened the artifact before the swap may be reading
   // (through its descriptor, whatever its name).
-  const std::string old_version = MoveToRetiredName(env_, staging, path);
+  const std::string old_version = MoveToRetiredName(env_, intent, path);
   NoteUndurable(env_->SyncDir(parent), warnings);
-  retired_.Retire(old_version);
+  retired_.Retire(old_version, intent.record);
   return absl::OkStatus();
 }
 
@@ -676,21 +700,25 @@ absl::Status ArtifactStore::CommitToOutput(
                         FindOutputParents(env_, root_, dest, output_name));
   RBLN_ASSIGN_OR_RETURN(const std::vector<std::string> made,
                         MakeOutputParents(env_, parents));
-  const std::string staging = JoinPath(parent, StagingNameFor(Basename(dest)));
-  absl::Status status =
-      Stage(artifact, plan, staging,
+  absl::StatusOr<StagingIntent> intent =
+      Stage(artifact, plan, parent, Basename(dest),
             absl::StrCat("the resized copy ", output_name), write_options);
-  if (!status.ok()) {
+  if (!intent.ok()) {
     RemoveMadeParents(env_, made);
+    return intent.status();
+  }
+  const std::string& staging = intent->staging;
+  bool staging_is_theirs = false;
+  const absl::Status status =
+      exists ? Exchange(output_name, staging, *existing,
+                        write_options.is_cancelled, &staging_is_theirs)
+             : env_->RenameNoReplace(staging, dest);
+  if (staging_is_theirs) {
+    DropIntentRecord(env_, intent->record);
     return status;
   }
-  bool staging_is_theirs = false;
-  status = exists ? Exchange(output_name, staging, *existing,
-                             write_options.is_cancelled, &staging_is_theirs)
-                  : env_->RenameNoReplace(staging, dest);
-  if (staging_is_theirs) return status;
   if (!status.ok()) {
-    RemoveStagingTree(env_, staging);
+    RemoveStagingTree(env_, staging, intent->record);
     RemoveMadeParents(env_, made);
     if (absl::IsAlreadyExists(status)) {
       return WithErrorFacts(
@@ -703,9 +731,17 @@ absl::Status ArtifactStore::CommitToOutput(
     return status;
   }
   const std::string replaced =
-      exists ? MoveToRetiredName(env_, staging, dest) : "";
-  NoteUndurable(env_->SyncDir(parent), warnings);
-  if (exists) retired_.Retire(replaced);
+      exists ? MoveToRetiredName(env_, *intent, dest) : "";
+  const absl::Status synced = env_->SyncDir(parent);
+  NoteUndurable(synced, warnings);
+  if (exists) {
+    retired_.Retire(replaced, intent->record);
+  } else if (synced.ok()) {
+    // Published under the destination's name, durably: the record names
+    // nothing any more. (Kept when the fsync failed: a power loss could
+    // bring the staging name back, and the next start drops it otherwise.)
+    DropIntentRecord(env_, intent->record);
+  }
   return absl::OkStatus();
 }
 

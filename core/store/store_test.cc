@@ -33,6 +33,8 @@
 #include "core/os/env.h"
 #include "core/os/unique_fd.h"
 #include "core/resize/fit.h"
+#include "core/store/intent_record.h"
+#include "core/store/locks.h"
 #include "core/store/staging_name.h"
 #include "core/testing/status_matchers.h"
 #include "core/testing/test_util.h"
@@ -50,6 +52,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
+using ::testing::UnorderedElementsAre;
 
 // The fixture's artifact: RBLN-CA12, flash_attn, L 2048, S 256, B 2, so
 // num_full_blocks 16 (also the compiled and current count) and
@@ -189,6 +192,32 @@ class StoreTest : public ::testing::Test {
     absl::StatusOr<Artifact> artifact = store_->Read(name);
     EXPECT_TRUE(artifact.ok()) << artifact.status();
     return artifact.ok() ? artifact->current_num_blocks() : 0;
+  }
+
+  // A directory for the entry `base` of the store-relative `parent`, made
+  // as a commit makes one, its intent record first: at its staging name, or
+  // at its retired name (an old version). Returns its store-relative path.
+  std::string MakeRecordedDebris(const std::string& parent,
+                                 absl::string_view base, bool retired) {
+    absl::StatusOr<StagingIntent> intent = RecordStagingIntent(
+        env_, Root(), parent.empty() ? Root() : Abs(parent), base);
+    EXPECT_TRUE(intent.ok()) << intent.status();
+    if (!intent.ok()) return "";
+    const std::string& path = retired ? intent->retired : intent->staging;
+    MakeDirs(path);
+    return path.substr(Root().size() + 1);
+  }
+
+  // The intent records in the store's state directory.
+  std::vector<std::string> IntentRecords() const {
+    absl::StatusOr<std::vector<DirEntry>> entries =
+        Env::Default()->ListDir(JoinPath(Abs(kStateDirName), kIntentDirName));
+    EXPECT_TRUE(entries.ok()) << entries.status();
+    std::vector<std::string> names;
+    for (const DirEntry& entry : entries.value_or(std::vector<DirEntry>{})) {
+      names.push_back(entry.name);
+    }
+    return names;
   }
 
   Env* env_ = Env::Default();
@@ -335,22 +364,32 @@ TEST_F(StoreTest, OutputDirectoryLeavesTheSourceByteIdentical) {
   EXPECT_EQ(store_->Read("b")->current_num_blocks(), 9u);
 }
 
-TEST_F(StoreTest, RecoveryRemovesOnlyStagingDebris) {
+TEST_F(StoreTest, RecoveryRemovesOnlyWhatItsRecordsName) {
   store_.reset();
-  const std::string debris = tmp_.Join(StagingNameFor("a"));
-  const std::string retired = tmp_.Join(RetiredNameFor("a"));
-  ASSERT_TRUE(env_->CreateDir(debris).ok());
-  ASSERT_TRUE(env_->CreateDir(retired).ok());
+  const std::string debris = MakeRecordedDebris("", "a", /*retired=*/false);
+  const std::string retired = MakeRecordedDebris("", "a", /*retired=*/true);
+  // Exact names, but no record: left in place.
+  const std::string unrecorded = StagingNameFor("a");
+  const std::string unrecorded_retired = RetiredNameFor("a");
+  ASSERT_TRUE(env_->CreateDir(tmp_.Join(unrecorded)).ok());
+  ASSERT_TRUE(env_->CreateDir(tmp_.Join(unrecorded_retired)).ok());
   ASSERT_TRUE(env_->CreateDir(tmp_.Join(".a.staging-notdebris")).ok());
   ASSERT_TRUE(env_->CreateDir(tmp_.Join(".a.retired-notdebris")).ok());
+  ASSERT_EQ(IntentRecords().size(), 2u);
   absl::StatusOr<std::unique_ptr<ArtifactStore>> store =
       ArtifactStore::Open(tmp_.path());
   ASSERT_TRUE(store.ok()) << store.status();
-  EXPECT_EQ((*store)->recovered().size(), 2u);
-  EXPECT_FALSE(env_->Stat(debris).ok());
-  EXPECT_FALSE(env_->Stat(retired).ok());
-  EXPECT_TRUE(env_->Stat(tmp_.Join(".a.staging-notdebris")).ok());
-  EXPECT_TRUE(env_->Stat(tmp_.Join(".a.retired-notdebris")).ok());
+  EXPECT_THAT((*store)->recovered(), UnorderedElementsAre(debris, retired));
+  EXPECT_THAT((*store)->left_in_place(),
+              UnorderedElementsAre(unrecorded, unrecorded_retired));
+  EXPECT_FALSE(env_->Stat(tmp_.Join(debris)).ok());
+  EXPECT_FALSE(env_->Stat(tmp_.Join(retired)).ok());
+  EXPECT_THAT(IntentRecords(), IsEmpty());
+  for (const std::string& kept :
+       {unrecorded, unrecorded_retired, std::string(".a.staging-notdebris"),
+        std::string(".a.retired-notdebris")}) {
+    EXPECT_TRUE(env_->Stat(tmp_.Join(kept)).ok()) << kept;
+  }
 }
 
 TEST_F(StoreTest, SecondOpenFailsFastNamingThePid) {
@@ -694,13 +733,14 @@ TEST_F(StoreTest, RecoveryRemovesStagingDirectoriesAtAnyDepth) {
   const auto a_before = testing::HashTree(tmp_.Join("a"));
   const auto llama_before = testing::HashTree(tmp_.Join("team/llama"));
 
-  const std::string top = ".a.staging-0123456789abcdef";
-  const std::string nested = "team/.llama.staging-fedcba9876543210";
-  const std::string deep = "x/y/z/.q.staging-00000000deadbeef";
-  const std::string orphan = ".gone.staging-abcdefabcdef0123";  // no artifact
+  ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join("x/y/z")));
+  const std::string top = MakeRecordedDebris("", "a", false);
+  const std::string nested = MakeRecordedDebris("team", "llama", false);
+  const std::string deep = MakeRecordedDebris("x/y/z", "q", false);
+  const std::string orphan = MakeRecordedDebris("", "gone", false);
   // Old versions that were waiting out their grace.
-  const std::string retired = ".a.retired-00112233445566ff";
-  const std::string nested_retired = "team/.llama.retired-ffeeddccbbaa9988";
+  const std::string retired = MakeRecordedDebris("", "a", true);
+  const std::string nested_retired = MakeRecordedDebris("team", "llama", true);
   for (const std::string& rel :
        {top, nested, deep, orphan, retired, nested_retired}) {
     ASSERT_NO_FATAL_FAILURE(MakeDirs(tmp_.Join(rel + "/sub")));
@@ -708,7 +748,9 @@ TEST_F(StoreTest, RecoveryRemovesStagingDirectoriesAtAnyDepth) {
     testing::WriteFileOrDie(tmp_.Join(rel + "/sub/f"), "partial");
   }
   // A half-written staging copy of the artifact itself, as a crash leaves.
-  ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join(StagingNameFor("a"))));
+  const std::string copy = MakeRecordedDebris("", "a", false);
+  ASSERT_TRUE(env_->RemoveDir(tmp_.Join(copy)).ok());
+  ASSERT_NO_FATAL_FAILURE(MakeArtifact(tmp_.Join(copy)));
 
   ASSERT_NO_FATAL_FAILURE(ReopenStore());
   std::vector<std::string> expected = {top,    nested,  deep,
@@ -723,10 +765,12 @@ TEST_F(StoreTest, RecoveryRemovesStagingDirectoriesAtAnyDepth) {
                                  }),
                   recovered.end());
   ASSERT_EQ(recovered.size(), 1u);
-  EXPECT_EQ(StagedArtifactName(recovered[0]), "a");
+  EXPECT_EQ(recovered[0], copy);
 
   for (const std::string& rel : expected) EXPECT_FALSE(Exists(tmp_.Join(rel)));
   EXPECT_THAT(DebrisBelow(Root()), IsEmpty());
+  EXPECT_THAT(IntentRecords(), IsEmpty());
+  EXPECT_THAT(store_->left_in_place(), IsEmpty());
   // Everything else is as it was, the directories that held debris too.
   EXPECT_EQ(testing::HashTree(tmp_.Join("a")), a_before);
   EXPECT_EQ(testing::HashTree(tmp_.Join("team/llama")), llama_before);
@@ -794,7 +838,8 @@ TEST_F(StoreTest, RecoveryLeavesLookAlikesStateAndOutsideAlone) {
 TEST_F(StoreTest, RecoveryKeepsStagingOfAnArtifactLockedElsewhere) {
   // A writer in another process (a maintenance tool) holds the artifact's
   // lock: its staging directory and the old version it swapped out are
-  // live, not debris.
+  // live, not debris, and not reported. Once it is gone they are reported,
+  // never removed: this daemon holds no record of them.
   store_.reset();
   const std::string live = tmp_.Join(StagingNameFor("a"));
   const std::string live_retired = tmp_.Join(RetiredNameFor("a"));
@@ -809,11 +854,14 @@ TEST_F(StoreTest, RecoveryKeepsStagingOfAnArtifactLockedElsewhere) {
   EXPECT_TRUE(Exists(live));
   EXPECT_TRUE(Exists(live_retired));
 
+  EXPECT_THAT(store_->left_in_place(), IsEmpty());
+
   held->reset();
   ASSERT_NO_FATAL_FAILURE(ReopenStore());
-  EXPECT_EQ(store_->recovered().size(), 2u);
-  EXPECT_FALSE(Exists(live));
-  EXPECT_FALSE(Exists(live_retired));
+  EXPECT_THAT(store_->recovered(), IsEmpty());
+  EXPECT_EQ(store_->left_in_place().size(), 2u);
+  EXPECT_TRUE(Exists(live));
+  EXPECT_TRUE(Exists(live_retired));
 }
 
 // ---------------------------------------------------------------------------
