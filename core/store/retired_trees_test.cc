@@ -181,14 +181,67 @@ class StubbornEnv : public EnvWrapper {
 
 TEST_F(RetiredTreesTest, ATreeThatCannotBeRemovedIsLeftAndForgotten) {
   const std::string tree = MakeTree("old");
+  const std::string record = tmp_.Join("old.intent");
+  testing::WriteFileOrDie(record, "names old");
   StubbornEnv env(env_, tree);
   RetiredTrees trees(&env, absl::Seconds(1));
-  trees.Retire(tree);
+  trees.Retire(tree, record);
   EXPECT_TRUE(Eventually([&] { return trees.pending() == 0; }));
-  // What could be removed is; the directory stays for recovery to find.
+  // What could be removed is; the directory stays for recovery to find,
+  // with the record that lets recovery remove it.
   EXPECT_TRUE(Exists(tree));
   EXPECT_FALSE(Exists(JoinPath(tree, "rbln_config.json")));
   EXPECT_FALSE(Exists(JoinPath(tree, "sub")));
+  EXPECT_TRUE(Exists(record));
+}
+
+// Logs the removals and directory fsyncs it passes on, in order.
+class OrderLoggingEnv : public EnvWrapper {
+ public:
+  using EnvWrapper::EnvWrapper;
+  absl::Status RemoveDir(const std::string& path) override {
+    Log("RemoveDir " + path);
+    return EnvWrapper::RemoveDir(path);
+  }
+  absl::Status RemoveFile(const std::string& path) override {
+    Log("RemoveFile " + path);
+    return EnvWrapper::RemoveFile(path);
+  }
+  absl::Status SyncDir(const std::string& path) override {
+    Log("SyncDir " + path);
+    return EnvWrapper::SyncDir(path);
+  }
+  std::vector<std::string> calls() const {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+ private:
+  void Log(std::string call) {
+    absl::MutexLock lock(&mu_);
+    calls_.push_back(std::move(call));
+  }
+  mutable absl::Mutex mu_;
+  std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(RetiredTreesTest, ItsRecordGoesAfterTheTreeAndTheParentsFsync) {
+  const std::string tree = MakeTree("old");
+  const std::string record = tmp_.Join("old.intent");
+  testing::WriteFileOrDie(record, "names old");
+  OrderLoggingEnv env(env_);
+  {
+    RetiredTrees trees(&env, absl::ZeroDuration());
+    trees.Retire(tree, record);
+  }
+  EXPECT_FALSE(Exists(tree));
+  EXPECT_FALSE(Exists(record));
+  const std::vector<std::string> calls = env.calls();
+  ASSERT_GE(calls.size(), 3u);
+  EXPECT_THAT(
+      std::vector<std::string>(calls.end() - 3, calls.end()),
+      ::testing::ElementsAre("RemoveDir " + tree, "SyncDir " + tmp_.path(),
+                             "RemoveFile " + record));
 }
 
 // Forgets files' pages, and records which, once each is done.

@@ -2,9 +2,10 @@
 // (docs/commit-protocol.md): `.<name>.staging-<16 lowercase hex digits>`,
 // where it builds the artifact's new version, and
 // `.<name>.retired-<16 lowercase hex digits>`, where the old version it
-// swapped out waits out its grace. Recovery removes what bears one of these
-// names exactly, and nothing else; no request may name one (they are
-// hidden, core/store/artifact_name.h).
+// swapped out waits out its grace. Recovery looks only at directories
+// bearing one of these names exactly, and removes one only where an intent
+// record names it (core/store/intent_record.h); no request may name one
+// (they are hidden, core/store/artifact_name.h).
 //
 // Thread-safe (pure functions, but for the kernel's random bits).
 #ifndef RBLN_CORE_STORE_STAGING_NAME_H_
