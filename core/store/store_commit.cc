@@ -487,8 +487,10 @@ absl::StatusOr<StagingIntent> ArtifactStore::Stage(
     absl::string_view base, const std::string& what,
     const WriteResizedOptions& write_options) {
   std::optional<StagingIntent> intent;
-  // Whether a directory of ours was ever at the staging path.
+  // Whether a directory of ours is (or may be) at the staging path, and
+  // whether one ever was.
   bool made = false;
+  bool ever_made = false;
   const auto stage = [&](const WriteResizedOptions& options) {
     if (!intent.has_value()) {
       absl::StatusOr<StagingIntent> recorded =
@@ -498,10 +500,10 @@ absl::StatusOr<StagingIntent> ArtifactStore::Stage(
     }
     absl::Status status = env_->CreateDir(intent->staging);
     if (!status.ok()) return status;
-    made = true;
+    made = ever_made = true;
     status =
         WriteResizedArtifact(env_, artifact, plan, intent->staging, options);
-    if (!status.ok()) RemoveStagingTree(env_, intent->staging, "");
+    if (!status.ok()) made = !RemoveStagingTree(env_, intent->staging, "");
     return status;
   };
   // What the first try reported copied, so that a second one goes on from
@@ -552,12 +554,15 @@ absl::StatusOr<StagingIntent> ArtifactStore::Stage(
                      status.message()));
   }
   if (status.ok()) return *std::move(intent);
-  // A directory that mkdir found at the staging path is not ours: only the
-  // record goes.
   if (made) {
     RemoveStagingTree(env_, intent->staging, intent->record);
   } else if (intent.has_value()) {
-    DropIntentRecord(env_, intent->record);
+    // Removed already, or never made: a directory that mkdir found at the
+    // staging path is not ours, and only the record goes, once a removal
+    // of ours is durable.
+    if (!ever_made || env_->SyncDir(parent).ok()) {
+      DropIntentRecord(env_, intent->record);
+    }
   }
   return status;
 }
