@@ -12,6 +12,7 @@
 #include "common/flag_errors.h"
 #include "common/help_format.h"
 #include "common/version.h"
+#include "core/format/codec_launcher.h"
 #include "server/auth.h"
 #include "server/listen_checks.h"
 #include "server/socket_access.h"
@@ -221,10 +222,13 @@ void AddCodecFlags(CLI::App& app, RawFlags& raw) {
       ->type_name("\"CMD ARGS\"")
       ->group(group);
   app.add_option("--codec-user", raw.codec_user,
-                 "The user the codec runs as when the daemon is root (it can "
-                 "then read only the files it is handed and write only its "
-                 "scratch directory); a name or a number (default: " +
-                     raw.codec_user + ")")
+                 "The user the codec runs as when the daemon can change uid "
+                 "(root, or CAP_SETUID, CAP_SETGID and CAP_KILL): it can then "
+                 "read only the files it is handed and write only its scratch "
+                 "directory; a name or a number (default: " +
+                     std::string(kCodecUser) +
+                     " where this host has that user, else " +
+                     kFallbackCodecUser + ")")
       ->type_name("USER")
       ->group(group);
   app.add_option("--codec-containment", raw.codec_containment,

@@ -66,8 +66,9 @@ constexpr const char* kChildSteps[] = {"join its cgroup",
                                        "dup2",
                                        "exec"};
 
-// Whether this process may switch to another user: CAP_SETUID and
-// CAP_SETGID in its effective set.
+// Whether this process may run the codec as another user: CAP_SETUID and
+// CAP_SETGID to switch, and CAP_KILL to stop a worker of another uid (kill(2)
+// checks the uids), in its effective set.
 bool CanChangeIds() {
   struct __user_cap_header_struct header {};
   header.version = _LINUX_CAPABILITY_VERSION_3;
@@ -77,7 +78,22 @@ bool CanChangeIds() {
   const auto has = [&data](int cap) {
     return (data[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap)) != 0;
   };
-  return has(CAP_SETUID) && has(CAP_SETGID);
+  return has(CAP_SETUID) && has(CAP_SETGID) && has(CAP_KILL);
+}
+
+// getpwnam_r, then getpwuid_r for a number; false with `*lookup_error` set
+// (0: no such user) when neither finds it.
+bool LookUpUser(const std::string& user, struct passwd* entry,
+                std::vector<char>* buffer, int* lookup_error) {
+  struct passwd* found = nullptr;
+  *lookup_error =
+      getpwnam_r(user.c_str(), entry, buffer->data(), buffer->size(), &found);
+  uint32_t numeric = 0;
+  if (found == nullptr && absl::SimpleAtoi(user, &numeric)) {
+    *lookup_error =
+        getpwuid_r(numeric, entry, buffer->data(), buffer->size(), &found);
+  }
+  return found != nullptr;
 }
 
 // What the forked child needs to exec a worker.
@@ -212,31 +228,68 @@ absl::StatusOr<std::vector<std::string>> SplitCommandLine(
   return words;
 }
 
-absl::StatusOr<CodecUser> ResolveCodecUser(const std::string& user) {
+std::string DefaultCodecUser(absl::string_view preferred,
+                             std::string* warning) {
+  warning->clear();
   struct passwd entry {};
-  struct passwd* found = nullptr;
   std::vector<char> buffer(16 << 10);
-  uint32_t numeric = 0;
-  int lookup_error =
-      getpwnam_r(user.c_str(), &entry, buffer.data(), buffer.size(), &found);
-  if (found == nullptr && absl::SimpleAtoi(user, &numeric)) {
-    lookup_error =
-        getpwuid_r(numeric, &entry, buffer.data(), buffer.size(), &found);
+  int lookup_error = 0;
+  if (LookUpUser(std::string(preferred), &entry, &buffer, &lookup_error)) {
+    return std::string(preferred);
   }
-  if (found == nullptr) {
+  *warning = absl::StrCat(
+      "codec: warning: this host has no user ", Echo(preferred),
+      ", so the codec runs as ", kFallbackCodecUser,
+      ", whom other services may share; create ", Echo(preferred),
+      " (the package does, and so does systemd-sysusers with "
+      "rbln-artifactd's sysusers file; else useradd --system "
+      "--no-create-home --shell /usr/sbin/nologin ",
+      Echo(preferred), ") and restart, or name a user with --codec-user");
+  return kFallbackCodecUser;
+}
+
+absl::StatusOr<CodecUser> ResolveCodecUser(const std::string& user) {
+  CodecUser resolved;
+  std::string name = user;
+  if (name.empty()) {
+    std::string warning;
+    name = DefaultCodecUser(kCodecUser, &warning);
+    if (!warning.empty()) resolved.warnings.push_back(std::move(warning));
+  }
+  struct passwd entry {};
+  std::vector<char> buffer(16 << 10);
+  int lookup_error = 0;
+  if (!LookUpUser(name, &entry, &buffer, &lookup_error)) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "--codec-user ", Quoted(user), ": no such user on this host",
+        "--codec-user ", Quoted(name), ": no such user on this host",
         lookup_error != 0 ? absl::StrCat(" (", strerror(lookup_error), ")")
                           : "",
-        "; the codec runs as this user when the daemon is root (getent "
-        "passwd lists them)"));
+        "; the codec runs as this user when the daemon can change uid "
+        "(getent passwd lists them)"));
   }
-  // Root, or a daemon given CAP_SETUID and CAP_SETGID (a systemd drop-in),
-  // can run the codec as --codec-user.
-  const bool root = geteuid() == 0 || CanChangeIds();
-  return CodecUser{.uid = root ? found->pw_uid : geteuid(),
-                   .gid = root ? found->pw_gid : getegid(),
-                   .drop_privileges = root};
+  // Root, or a daemon given the capabilities (the systemd unit, the image's
+  // file capabilities), runs the codec as that user.
+  resolved.drop_privileges = CanChangeIds();
+  if (resolved.drop_privileges) {
+    resolved.uid = entry.pw_uid;
+    resolved.gid = entry.pw_gid;
+    return resolved;
+  }
+  resolved.uid = geteuid();
+  resolved.gid = getegid();
+  // The default user's warning would only distract: no user is switched to.
+  resolved.warnings.clear();
+  resolved.warnings.push_back(absl::StrCat(
+      "codec: warning: the daemon cannot change uid (it lacks CAP_SETUID, "
+      "CAP_SETGID or CAP_KILL), so the codec runs as the daemon's own uid ",
+      resolved.uid, ", not as ", Quoted(name),
+      ": without capabilities, but able to write whatever uid ", resolved.uid,
+      " can (its files in the store and the daemon's state) and to signal "
+      "the daemon, so a codec that is taken over is not contained "
+      "(docs/security.md, \"The external codec\"); give the daemon these "
+      "capabilities to run it as ",
+      Quoted(name), " (the shipped systemd unit and image do)"));
+  return resolved;
 }
 
 CodecLauncher::CodecLauncher(std::vector<std::string> argv, CodecUser user,

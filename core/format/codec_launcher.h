@@ -49,18 +49,34 @@ inline constexpr absl::Duration kCodecStopGrace = absl::Seconds(3);
 absl::StatusOr<std::vector<std::string>> SplitCommandLine(
     absl::string_view command);
 
+// The codec's own system user, with no home and no shell: the Debian
+// package's postinst, deploy/rbln-artifactd.sysusers and deploy/Dockerfile
+// create it. An unset --codec-user means this user where the host has it,
+// else kFallbackCodecUser.
+inline constexpr char kCodecUser[] = "rbln-codec";
+inline constexpr char kFallbackCodecUser[] = "nobody";
+
 // Who the workers run as.
 struct CodecUser {
   uid_t uid = 0;
   gid_t gid = 0;
-  // Whether the daemon switches to uid and gid (it is root, or holds
-  // CAP_SETUID and CAP_SETGID); else they are the daemon's own.
+  // Whether the daemon switches to uid and gid (it holds CAP_SETUID,
+  // CAP_SETGID and CAP_KILL, as root does); else they are the daemon's own.
   bool drop_privileges = false;
+  // What the daemon logs as warnings at start: the default user missing on
+  // this host, or a daemon that cannot run the codec as another user.
+  std::vector<std::string> warnings;
 };
 
-// Looks up --codec-user `user` (a name, or a number), even when the daemon
-// cannot switch to it, so that a typo shows at once rather than on the day it
-// runs as root. FAILED_PRECONDITION for a user unknown on this host.
+// What an unset --codec-user means: `preferred` when this host has that
+// user, else kFallbackCodecUser with `*warning` saying how to create
+// `preferred` (empty when it exists).
+std::string DefaultCodecUser(absl::string_view preferred, std::string* warning);
+
+// Looks up --codec-user `user` (a name, or a number; empty: DefaultCodecUser
+// of kCodecUser), even when the daemon cannot switch to it, so that a typo
+// shows at once rather than on the day it runs as root. FAILED_PRECONDITION
+// for a user unknown on this host.
 absl::StatusOr<CodecUser> ResolveCodecUser(const std::string& user);
 
 // A worker just started: its pid (a process group of its own; for

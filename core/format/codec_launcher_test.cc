@@ -4,7 +4,9 @@
 #include "core/format/codec_launcher.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +23,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 TEST(SplitCommandLineTest, SplitsAsAShellWouldWithoutExpanding) {
   absl::StatusOr<std::vector<std::string>> words = SplitCommandLine(
@@ -60,6 +63,65 @@ TEST(ResolveCodecUserTest, AnUnknownUserIsAFailedPrecondition) {
   EXPECT_EQ(user.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(user.status().message(),
               HasSubstr("--codec-user 'no-such-user-x': no such user"));
+}
+
+TEST(DefaultCodecUserTest, TakesThePreferredUserWhereTheHostHasIt) {
+  std::string warning = "stale";
+  EXPECT_EQ(DefaultCodecUser("root", &warning), "root");
+  EXPECT_EQ(warning, "");
+}
+
+TEST(DefaultCodecUserTest, FallsBackToNobodyAndSaysHowToCreateTheUser) {
+  std::string warning;
+  EXPECT_EQ(DefaultCodecUser("no-such-user-x", &warning), kFallbackCodecUser);
+  EXPECT_THAT(warning, HasSubstr("this host has no user no-such-user-x, so "
+                                 "the codec runs as nobody"));
+  EXPECT_THAT(warning, HasSubstr("useradd --system --no-create-home --shell "
+                                 "/usr/sbin/nologin no-such-user-x"));
+}
+
+TEST(ResolveCodecUserTest, AnUnsetUserIsTheCodecsOwnWhereTheHostHasIt) {
+  absl::StatusOr<CodecUser> user = ResolveCodecUser("");
+  ASSERT_TRUE(user.ok()) << user.status();
+  if (!user->drop_privileges) GTEST_SKIP() << "the daemon changes no uid here";
+  const struct passwd* own = getpwnam(kCodecUser);
+  if (own != nullptr) {
+    EXPECT_EQ(user->uid, own->pw_uid);
+    EXPECT_THAT(user->warnings, IsEmpty());
+  } else {
+    EXPECT_EQ(user->uid, 65534u);
+    ASSERT_EQ(user->warnings.size(), 1u);
+    EXPECT_THAT(user->warnings[0], HasSubstr("no user rbln-codec"));
+  }
+}
+
+// In a child that holds no capability (as root: after becoming nobody), the
+// codec is the daemon's own uid, and one warning says so and what it means.
+TEST(ResolveCodecUserTest, WithoutCapabilitiesTheCodecRunsAsTheDaemon) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 ||
+                           setuid(65534) != 0)) {
+      _exit(10);
+    }
+    absl::StatusOr<CodecUser> user = ResolveCodecUser("");
+    if (!user.ok()) _exit(11);
+    if (user->drop_privileges || user->uid != geteuid()) _exit(12);
+    if (user->warnings.size() != 1) _exit(13);
+    const std::string& warning = user->warnings[0];
+    if (warning.find("runs as the daemon's own uid") == std::string::npos ||
+        warning.find("not contained") == std::string::npos) {
+      _exit(14);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10: cannot become nobody, 11: lookup failed, 12: a uid change, "
+         "13: not one warning, 14: the warning says something else";
 }
 
 // Reads what `fd` has until `expected` bytes came or a second passed.

@@ -197,14 +197,7 @@ absl::StatusOr<std::unique_ptr<ExternalCodec>> ExternalCodec::Start(
   const std::string name = absl::StrCat("external (", CodecName(*argv), ")");
   std::unique_ptr<ExternalCodec> codec(new ExternalCodec(
       options, *std::move(argv), name, user, *std::move(containment)));
-  if (!user.drop_privileges) {
-    codec->Log(absl::StrCat(
-        "codec: warning: the daemon is not root and lacks CAP_SETUID and "
-        "CAP_SETGID, so the codec runs as its uid ",
-        user.uid, ", not as --codec-user ", options.user,
-        " (without capabilities, but able to write what that uid owns, "
-        "the store included); see docs/real-artifacts.md to isolate it"));
-  }
+  for (const std::string& warning : user.warnings) codec->Log(warning);
   absl::StatusOr<std::unique_ptr<CodecWorker>> first =
       codec->StartWorker(&codec->hello_);
   if (!first.ok()) {

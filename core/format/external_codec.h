@@ -52,9 +52,10 @@ struct ExternalCodecOptions {
   // The command line of a worker, split into words as a shell would
   // (SplitCommandLine) and run without a shell.
   std::string command;
-  // The user the workers run as when the daemon is root (a name or a
-  // number); ignored otherwise (they run as the daemon's user).
-  std::string user = "nobody";
+  // The user the workers run as when the daemon can change uid (a name or a
+  // number; empty: kCodecUser where the host has it, else kFallbackCodecUser);
+  // otherwise they run as the daemon's user (ResolveCodecUser).
+  std::string user;
   // How long one request (hello, inspect, rescale) may take.
   absl::Duration timeout = absl::Seconds(120);
   // At most this many worker processes at once (1 ..= kMaxCodecWorkers).
