@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks deploy/rbln-artifactd.service as systemd reads it: `systemd-analyze
 # verify` (no unknown keys, bad values or missing programs) and `systemd-analyze
-# security` (an exposure of 2.5 or better). Needs no running systemd; exits 77
+# security` (an exposure of 3.0 or better). Needs no running systemd; exits 77
 # (a skip) only where systemd-analyze is not installed. The drop-ins that
 # docs/deploying.md shows are checked the same way, one at a time.
 #   RBLN_BIN_DIR=build/bin deploy/check-unit.sh [UNIT]
@@ -38,9 +38,9 @@ check() {
     echo "$out" >&2
     exit 1
   fi
-  # --threshold=25: an overall exposure above 2.5 fails.
-  if ! out=$(systemd-analyze security --offline=true --threshold=25 "$copy" 2>&1); then
-    echo "FAIL: systemd-analyze security $what scores worse than 2.5:" >&2
+  # --threshold=30: an overall exposure above 3.0 fails.
+  if ! out=$(systemd-analyze security --offline=true --threshold=30 "$copy" 2>&1); then
+    echo "FAIL: systemd-analyze security $what scores worse than 3.0:" >&2
     echo "$out" >&2
     exit 1
   fi

@@ -1,10 +1,14 @@
 // What the systemd deployment relies on, with the real daemon: the example
-// config file (deploy/rbln-artifactd.conf) starts it, readiness and stopping
-// reach systemd's notification socket (Type=notify), and --log-format json
-// writes one JSON object a line.
+// config file (deploy/rbln-artifactd.conf) starts it, the unit's
+// capabilities keep others' owners and run the codec as its own user,
+// readiness and stopping reach systemd's notification socket (Type=notify),
+// and --log-format json writes one JSON object a line. And, from the files
+// alone: every deployment (unit, sysusers file, image, DaemonSet) has the
+// codec's user and the same capabilities.
 #include <errno.h>
 #include <grp.h>
 #include <grpcpp/grpcpp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <optional>
@@ -44,7 +49,9 @@ namespace v1 = ::rbln::artifact::v1;
 
 using ::rbln::testing::ReadFileOrDie;
 using ::rbln::testing::SourcePath;
+using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kExUsage = 64;
 
@@ -77,6 +84,42 @@ class DeployTest : public DaemonTest {
   Outcome Client(const std::string& args) {
     return CliAt(daemon_.address, args, root_.path());
   }
+
+  // Starts the daemon as nobody with `caps` (setpriv's "+chown,+fowner") as
+  // its ambient and bounding sets, as the unit does, and waits until it
+  // accepts. Needs root and setpriv.
+  void StartAsNobody(const std::string& caps,
+                     const std::vector<std::string>& flags) {
+    daemon_.address = address_;
+    daemon_.stdout_path = root_.Join("daemon.out");
+    daemon_.stderr_path = root_.Join("daemon.err");
+    std::vector<std::string> argv = {
+        "/usr/bin/setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=" + caps,
+        "--ambient-caps=" + caps,
+        "--bounding-set=" + caps,
+        rbln::testing::CopyForOtherUsers(
+            rbln::testing::BinaryPath("rbln-artifactd")),
+        "--store",
+        store_,
+        "--listen",
+        address_,
+        "--rbln-smi",
+        "none"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    daemon_.pid =
+        Spawn(argv, root_.path(), daemon_.stdout_path, daemon_.stderr_path);
+    ASSERT_GT(daemon_.pid, 0);
+    const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
+    while (!Accepts(address_)) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << daemon_.Logs();
+      ASSERT_EQ(kill(daemon_.pid, 0), 0) << daemon_.Logs();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
 };
 
 TEST_F(DeployTest, ExampleConfigStartsTheDaemon) {
@@ -108,8 +151,8 @@ TEST_F(DeployTest, ExampleConfigStartsTheDaemon) {
               HasSubstr("method=GetKvcacheNumBlocks artifact=\"tiny\""));
 }
 
-// The unit's AmbientCapabilities= as setpriv takes them: "+chown,+fowner".
-std::string UnitCapabilities() {
+// The unit's AmbientCapabilities=, lower case without CAP_: "chown".
+std::vector<std::string> UnitCapabilities() {
   const std::string unit =
       ReadFileOrDie(SourcePath("deploy/rbln-artifactd.service"));
   std::vector<std::string> caps;
@@ -117,11 +160,68 @@ std::string UnitCapabilities() {
     if (!absl::ConsumePrefix(&line, "AmbientCapabilities=")) continue;
     for (absl::string_view cap : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
       EXPECT_TRUE(absl::ConsumePrefix(&cap, "CAP_")) << cap;
-      caps.push_back(absl::StrCat("+", absl::AsciiStrToLower(cap)));
+      caps.push_back(absl::AsciiStrToLower(cap));
     }
   }
   EXPECT_FALSE(caps.empty()) << "no AmbientCapabilities= in the unit";
-  return absl::StrJoin(caps, ",");
+  return caps;
+}
+
+// `caps` as setpriv takes them, leaving out `without`: "+chown,+fowner".
+std::string SetprivCapabilities(const std::vector<std::string>& caps,
+                                absl::string_view without = "") {
+  std::vector<std::string> kept;
+  for (const std::string& cap : caps) {
+    if (cap != without) kept.push_back(absl::StrCat("+", cap));
+  }
+  return absl::StrJoin(kept, ",");
+}
+
+// The words of the first match of `pattern`'s group 1 in `file`, split at
+// `separators`, lower case, without quotes and a cap_ prefix, sorted.
+std::vector<std::string> CapabilityList(const std::string& file,
+                                        const std::string& pattern,
+                                        const char* separators) {
+  const std::string text = ReadFileOrDie(SourcePath(file));
+  std::smatch match;
+  EXPECT_TRUE(std::regex_search(text, match, std::regex(pattern)))
+      << file << " has nothing like " << pattern;
+  std::vector<std::string> caps;
+  for (absl::string_view word :
+       absl::StrSplit(match.size() > 1 ? match[1].str() : "",
+                      absl::ByAnyChar(separators), absl::SkipWhitespace())) {
+    std::string cap = absl::AsciiStrToLower(absl::StripAsciiWhitespace(word));
+    cap = absl::StrReplaceAll(cap, {{"\"", ""}});
+    if (absl::StartsWith(cap, "cap_")) cap = cap.substr(4);
+    caps.push_back(cap);
+  }
+  std::sort(caps.begin(), caps.end());
+  return caps;
+}
+
+// The codec's own user and the capabilities to run the codec as it are in
+// every deployment: the sysusers file and the image make the user; the unit,
+// the image's file capabilities and the DaemonSet grant the same set (the
+// image and the DaemonSet without CAP_LEASE, docs/deploying.md).
+TEST(DeployFilesTest, EveryDeploymentHasTheCodecsUserAndCapabilities) {
+  EXPECT_THAT(ReadFileOrDie(SourcePath("deploy/rbln-artifactd.sysusers")),
+              HasSubstr("\nu rbln-codec - "));
+  EXPECT_TRUE(std::regex_search(
+      ReadFileOrDie(SourcePath("deploy/Dockerfile")),
+      std::regex("useradd --system [^&]*--no-create-home --shell "
+                 "/usr/sbin/nologin rbln-codec\n")))
+      << "deploy/Dockerfile makes no rbln-codec without home or shell";
+  std::vector<std::string> unit = UnitCapabilities();
+  for (const char* needed : {"setuid", "setgid", "kill"}) {
+    EXPECT_THAT(unit, Contains(needed)) << "the unit lacks CAP_" << needed;
+  }
+  unit.erase(std::remove(unit.begin(), unit.end(), "lease"), unit.end());
+  std::sort(unit.begin(), unit.end());
+  EXPECT_EQ(CapabilityList("deploy/Dockerfile", "setcap ([a-z_,]+)\\+ep", ","),
+            unit);
+  EXPECT_EQ(CapabilityList("deploy/kubernetes/daemonset.yaml",
+                           "add: \\[([^\\]]*)\\]", ",\n"),
+            unit);
 }
 
 // The unit's capabilities, and no others, let a daemon that is not root
@@ -143,25 +243,8 @@ TEST_F(DeployTest, TheUnitsCapabilitiesKeepOthersOwnersAndModes) {
     ASSERT_EQ(chown(path.c_str(), owner, group), 0) << path;
   }
   ASSERT_EQ(chmod(artifact.c_str(), 02775), 0);
-  const std::string caps = UnitCapabilities();
-  daemon_.address = address_;
-  daemon_.stdout_path = root_.Join("daemon.out");
-  daemon_.stderr_path = root_.Join("daemon.err");
-  // nobody, with the unit's capabilities as its ambient and bounding sets.
-  daemon_.pid = Spawn(
-      {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-       "--inh-caps=" + caps, "--ambient-caps=" + caps, "--bounding-set=" + caps,
-       rbln::testing::CopyForOtherUsers(
-           rbln::testing::BinaryPath("rbln-artifactd")),
-       "--store", store_, "--listen", address_, "--rbln-smi", "none"},
-      root_.path(), daemon_.stdout_path, daemon_.stderr_path);
-  ASSERT_GT(daemon_.pid, 0);
-  const auto deadline = std::chrono::steady_clock::now() + kStartTimeout;
-  while (!Accepts(address_)) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << daemon_.Logs();
-    ASSERT_EQ(kill(daemon_.pid, 0), 0) << daemon_.Logs();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  ASSERT_NO_FATAL_FAILURE(
+      StartAsNobody(SetprivCapabilities(UnitCapabilities()), {}));
   Outcome set =
       Client("--set-kvcache-num-blocks 12 --model-id store/team/tiny");
   ASSERT_EQ(set.code, 0) << set << daemon_.Logs();
@@ -174,6 +257,41 @@ TEST_F(DeployTest, TheUnitsCapabilitiesKeepOthersOwnersAndModes) {
   ASSERT_EQ(stat(absl::StrCat(artifact, "/config.json").c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, owner);
   EXPECT_EQ(st.st_gid, group);
+}
+
+// With the unit's capabilities a daemon that is not root runs its codec as
+// --codec-user (here daemon, uid 1), with no warning; without CAP_KILL, which
+// it would need to stop a worker of another uid, it runs the codec as itself
+// and says so.
+TEST_F(DeployTest, TheUnitsCapabilitiesRunTheCodecAsItsOwnUser) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to start as another user";
+  std::string output;
+  if (rbln::testing::RunCommand("command -v setpriv", &output) != 0) {
+    GTEST_SKIP() << "setpriv (util-linux) is not installed";
+  }
+  const struct passwd* codec_user = getpwnam("daemon");
+  if (codec_user == nullptr) GTEST_SKIP() << "this host has no user daemon";
+  const std::vector<std::string> flags = {
+      "--codec-user", "daemon", "--codec-command",
+      absl::StrCat("/usr/bin/python3 ",
+                   rbln::testing::CopyForOtherUsers(
+                       SourcePath("tests/codecs/test_codec.py")))};
+  const std::vector<std::string> caps = UnitCapabilities();
+  ASSERT_NO_FATAL_FAILURE(StartAsNobody(SetprivCapabilities(caps), flags));
+  std::string logs = daemon_.Logs();
+  EXPECT_THAT(logs, HasSubstr(absl::StrCat("worker(s) as uid ",
+                                           codec_user->pw_uid, ",")));
+  EXPECT_THAT(logs, Not(HasSubstr("codec: warning")));
+  Stop();
+
+  ASSERT_NO_FATAL_FAILURE(
+      StartAsNobody(SetprivCapabilities(caps, "kill"), flags));
+  logs = daemon_.Logs();
+  EXPECT_THAT(logs, HasSubstr("worker(s) as uid 65534,"));
+  EXPECT_THAT(logs, HasSubstr("codec: warning: the daemon cannot change uid "
+                              "(it lacks CAP_SETUID, CAP_SETGID or CAP_KILL), "
+                              "so the codec runs as the daemon's own uid "
+                              "65534, not as 'daemon'"));
 }
 
 // A datagram socket standing in for systemd's $NOTIFY_SOCKET.

@@ -16,11 +16,13 @@ Runs `cpack -G DEB` in the build directory (cmake/Install.cmake), unpacks the
     linked against gRPC's archives, none of gRPC, protobuf or Abseil in the
     daemon and the CLI);
   * `cmake --install --prefix DIR` (no package): the unit's ExecStart names
-    DIR/sbin/rbln-artifactd, and the sysusers.d file is there;
+    DIR/sbin/rbln-artifactd, and the sysusers.d file is there and makes the
+    users rbln-artifactd and rbln-codec (systemd-sysusers --root);
   * the maintainer scripts: postinst creates the rbln-artifactd system user
-    and group and the store /var/lib/rbln-artifactd as theirs, and no script starts or enables the unit. The scripts run
-    with `systemctl` and its Debian helpers replaced by recorders on PATH,
-    and are read for any start or enable. As root, postinst runs the real
+    and group, the codec's (rbln-codec, no home), and the store
+    /var/lib/rbln-artifactd as the service user's, and no script starts or
+    enables the unit. The scripts run with `systemctl` and its Debian
+    helpers replaced by recorders on PATH, and are read for any start or enable. As root, postinst runs the real
     adduser in a private mount namespace over a copy of /etc (unshare -m),
     so that the user is made there and the machine's /etc is untouched;
     elsewhere adduser is a recorder too.
@@ -302,9 +304,11 @@ def check_plain_install(cmake, build_dir, work):
     sysusers = os.path.join(prefix, "lib/sysusers.d/rbln-artifactd.conf")
     if os.path.isfile(sysusers):
         with open(sysusers, encoding="utf-8") as f:
-            check(re.search(r'^u rbln-artifactd - "rbln-artifactd" '
-                            r'/var/lib/rbln-artifactd$', f.read(), re.M),
-                  f"{sysusers} does not create the user rbln-artifactd")
+            text = f.read()
+        check(re.search(r'^u rbln-artifactd - "rbln-artifactd" '
+                        r'/var/lib/rbln-artifactd$', text, re.M),
+              f"{sysusers} does not create the user rbln-artifactd")
+        check_sysusers(sysusers, work)
     else:
         failures.append(f"cmake --install installed no {sysusers}")
     codec = os.path.join(prefix, "libexec/rbln-artifactd/rbln_codec_rebel.py")
@@ -317,6 +321,34 @@ def check_plain_install(cmake, build_dir, work):
               f"cmake --install installed no {page}")
     check("Skipped" not in made.stdout,
           f"cmake --install skipped what a full build makes: {made.stdout}")
+
+
+def check_sysusers(sysusers, work):
+    """systemd-sysusers applies the installed file to an empty /etc under
+    --root: the daemon's user and the codec's, each a system user with a
+    group of its own and no login, the codec's without a home."""
+    if not shutil.which("systemd-sysusers"):
+        print("note: no systemd-sysusers: the sysusers file is not applied")
+        return
+    root = os.path.join(work, "sysusers-root")
+    os.makedirs(os.path.join(root, "etc"))
+    made = run(["systemd-sysusers", "--root", root, sysusers])
+    check(made.returncode == 0,
+          f"systemd-sysusers {sysusers}: exit {made.returncode}: "
+          f"{made.stderr}")
+    with open(os.path.join(root, "etc", "passwd"), encoding="utf-8") as f:
+        passwd = f.read()
+    with open(os.path.join(root, "etc", "group"), encoding="utf-8") as f:
+        group = f.read()
+    for name in ("rbln-artifactd", "rbln-codec"):
+        check_system_user(name, "\n".join(
+            [line for line in passwd.splitlines()
+             if line.startswith(name + ":")] +
+            [line for line in group.splitlines()
+             if line.startswith(name + ":")]))
+    check(re.search(r"^rbln-codec:x:\d+:\d+:[^:]*:/nonexistent:", passwd,
+                    re.M),
+          f"{sysusers} gives rbln-codec a home: {passwd!r}")
 
 
 def copy_etc(work):
@@ -336,18 +368,18 @@ def copy_if_regular(source, target):
         pass
 
 
-def check_system_user(getent):
-    """`getent passwd` and `getent group` of rbln-artifactd, as printed after
+def check_system_user(name, getent):
+    """`getent passwd` and `getent group` of `name`, as printed after
     postinst: a system user (uid below 1000) with its own group, no login."""
     lines = getent.splitlines()
     user = lines[0].split(":") if lines else []
     group = lines[1].split(":") if len(lines) > 1 else []
-    check(len(user) == 7 and user[0] == "rbln-artifactd" and
+    check(len(user) == 7 and user[0] == name and
           int(user[2]) < 1000 and user[6].endswith("nologin"),
-          f"postinst made no rbln-artifactd system user: {getent!r}")
-    check(len(group) == 4 and group[0] == "rbln-artifactd" and
+          f"no {name} system user: {getent!r}")
+    check(len(group) == 4 and group[0] == name and
           len(user) == 7 and group[2] == user[3],
-          f"postinst made no rbln-artifactd group for the user: {getent!r}")
+          f"no {name} group for the user: {getent!r}")
 
 
 def check_state_directory(output):
@@ -436,9 +468,12 @@ def check_maintainer_scripts(deb, work):
                        'mount -t tmpfs tmpfs /var/lib; "$2" configure; '
                        '"$2" configure; getent passwd rbln-artifactd; '
                        'getent group rbln-artifactd; '
+                       'getent passwd rbln-codec; getent group rbln-codec; '
                        'stat -c "%U:%G %a" /var/lib/rbln-artifactd',
                        "sh", copy_etc(work), path], env=env)
-            check_system_user(ran.stdout)
+            lines = ran.stdout.splitlines()
+            check_system_user("rbln-artifactd", "\n".join(lines[-5:-3]))
+            check_system_user("rbln-codec", "\n".join(lines[-3:-1]))
             check_state_directory(ran.stdout)
             check_existing_accounts(path, work, env)
         else:
@@ -455,6 +490,12 @@ def check_maintainer_scripts(deb, work):
               f"postinst configure did not create the rbln-artifactd system "
               f"user (adduser --system --ingroup rbln-artifactd ... "
               f"rbln-artifactd); it ran: {postinst}")
+        check(any(re.fullmatch(r"adduser .*--system\b.*", call) and
+                  "--no-create-home" in call.split() and
+                  call.split()[-1] == "rbln-codec" for call in postinst),
+              f"postinst configure did not create the codec's system user "
+              f"(adduser --system ... --no-create-home rbln-codec); it ran: "
+              f"{postinst}")
     for (script, argument), made in calls.items():
         for call in made:
             words = call.split()
