@@ -46,6 +46,7 @@ if [ "$for_what" = test ]; then
     groff-base  # the man page test renders them
     xfsprogs  # bench/run: mkfs.xfs for the XFS reflink rows
     valgrind  # bench/run: callgrind counts the instructions of row 5i
+    strace  # bench/run row fsync: the fsyncs of one commit
   )
 fi
 
