@@ -186,7 +186,14 @@ struct WorkerExec {
   const pid_t worker = RawFork(0);
   if (worker < 0) FailStep(w.status_fd, 1);
   if (worker == 0) ExecWorker(w);
-  close_range(0, ~0U, 0);
+  if (close_range(0, ~0U, 0) != 0) {  // a kernel before 5.9
+    struct rlimit limit {};
+    const int max_fd =
+        getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < (1u << 20)
+            ? static_cast<int>(limit.rlim_cur)
+            : (1 << 20);
+    for (int fd = 0; fd < max_fd; ++fd) close(fd);
+  }
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   while (true) {
     int status = 0;
@@ -380,13 +387,15 @@ absl::StatusOr<CodecProcess> CodecLauncher::Spawn() {
                            .gid = user_.gid,
                            .parent = getpid()};
   const bool pidns = containment_.mode == ContainmentMode::kPidNamespace;
-  const pid_t child = pidns ? RawFork(CLONE_NEWPID) : fork();
+  const pid_t child = StartOwnChild([&]() {
+    const pid_t pid = pidns ? RawFork(CLONE_NEWPID) : fork();
+    if (pid == 0) {
+      if (pidns) RunInit(exec);
+      ExecWorker(exec);
+    }
+    return pid;
+  });
   if (child < 0) return ErrnoToStatus("fork for", "the codec", errno);
-  if (child == 0) {
-    if (pidns) RunInit(exec);
-    ExecWorker(exec);
-  }
-  NoteOwnChild(child);
   setpgid(child, child);  // as the child does, whichever runs first
   theirs.Close();
   err_write.Close();

@@ -185,7 +185,13 @@ bool CodecWorker::ExitedBy(absl::Time deadline) {
   return true;
 }
 
-void CodecWorker::Kill() { Stop().IgnoreError(); }
+void CodecWorker::Kill() {
+  const bool first = !stopped_;
+  const absl::Status stopped = Stop();
+  if (first && !stopped.ok() && log_) {
+    log_(absl::StrCat("codec[", pid_, "]: ", stopped.message()));
+  }
+}
 
 absl::Status CodecWorker::Stop() {
   if (stopped_) return stop_status_;

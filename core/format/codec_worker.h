@@ -92,7 +92,7 @@ class CodecWorker {
   // gone; FAILED_PRECONDITION naming the pids of any still there. Once:
   // later calls return the first answer.
   absl::Status Stop();
-  // Stop, its answer ignored.
+  // Stop, an error logged (with the pids still there).
   void Kill();
 
   // The last stderr lines, " | "-separated. After the worker ended, waits a

@@ -118,6 +118,19 @@ absl::Status CopyCodecOutput(Env* env, const std::string& from,
   RBLN_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> copy,
                         env->NewWritableFile(to));
   RBLN_RETURN_IF_ERROR(copy->CopyRangeFrom(*source, 0, *size, 0));
+  // Another worker of the codec's uid could write it while it is copied.
+  struct stat after {};
+  if (fstat(source->native_handle(), &after) != 0) {
+    return ErrnoToStatus("stat", from, errno);
+  }
+  if (after.st_size != opened.st_size ||
+      after.st_mtim.tv_sec != opened.st_mtim.tv_sec ||
+      after.st_mtim.tv_nsec != opened.st_mtim.tv_nsec ||
+      after.st_ctim.tv_sec != opened.st_ctim.tv_sec ||
+      after.st_ctim.tv_nsec != opened.st_ctim.tv_nsec) {
+    return absl::InternalError(absl::StrCat(what, " changed ", Echo(out_name),
+                                            " while it was being copied"));
+  }
   RBLN_RETURN_IF_ERROR(copy->Sync());
   return copy->Close();
 }
@@ -587,12 +600,13 @@ absl::Status ExternalCodec::RescaleInScratch(const RescaleRequest& request,
   *made = true;  // from here on, a failure removes what is at out_path
   RBLN_RETURN_IF_ERROR(CopyCodecOutput(out_env, JoinPath(scratch, out_name),
                                        request.out_path, uid_, what, &size));
-  // The daemon's, with the source's permission bits (the caller gives it
-  // the source's owner too: ResizeRequest's copy_owner).
+  // The daemon's, with the source's permission bits but never set-id ones
+  // (the codec reads it again before the caller gives it the source's
+  // owner and mode: ResizeRequest's copy_owner).
   RBLN_ASSIGN_OR_RETURN(FileStat source_stat,
                         request.source_env->Stat(request.source_path));
   RBLN_RETURN_IF_ERROR(out_env->SetOwnership(
-      request.out_path, {geteuid(), getegid(), source_stat.mode}));
+      request.out_path, {geteuid(), getegid(), source_stat.mode & 0777}));
   RBLN_RETURN_IF_ERROR(RemoveTree(out_env, scratch));
   if (request.on_copied) RBLN_RETURN_IF_ERROR(request.on_copied(size));
   return absl::OkStatus();

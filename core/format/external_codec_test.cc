@@ -228,6 +228,16 @@ TEST_P(ContainmentTest, ADescriptorADetachedProcessKeptCannotReachTheOutput) {
   codec.reset();
   EXPECT_THAT(CodecProcessesLeft(), IsEmpty());
   EXPECT_EQ(testing::HashFile(out_path()), written);
+  // Not the codec's file: the daemon's copy of it.
+  std::string inode;
+  for (const std::string& line : Log()) {
+    const size_t at = line.find("output inode ");
+    if (at != std::string::npos) inode = line.substr(at + 13);
+  }
+  ASSERT_FALSE(inode.empty());
+  struct stat committed {};
+  ASSERT_EQ(stat(out_path().c_str(), &committed), 0);
+  EXPECT_NE(inode, absl::StrCat(committed.st_ino));
   EXPECT_THAT(testing::ReadFileOrDie(out_path()),
               ::testing::Not(HasSubstr("corrupted")));
 }

@@ -11,9 +11,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -43,10 +45,8 @@ OwnChildren& Own() {
   return *own;
 }
 
-bool IsOwnChild(pid_t pid) {
-  OwnChildren& own = Own();
-  absl::MutexLock lock(&own.mu);
-  return own.pids.count(pid) > 0;
+bool IsOwnChild(pid_t pid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Own().mu) {
+  return Own().pids.count(pid) > 0;
 }
 
 std::string ReadSmallFile(const std::string& path) {
@@ -189,14 +189,18 @@ std::vector<pid_t> Children() {
 }
 
 // Children of this process that it did not start itself, but for those
-// known to be of another uid than `uid`.
-std::vector<pid_t> Orphans(uid_t uid) {
+// known to be of another uid than `uid` (which are only reaped when they
+// have exited, so that no zombie piles up).
+std::vector<pid_t> Orphans(uid_t uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(Own().mu) {
   std::vector<pid_t> found;
   for (pid_t pid : Children()) {
     pid_t ppid = 0;
     uid_t owner = 0;
     if (IsOwnChild(pid)) continue;
-    if (ParentAndUid(pid, &ppid, &owner) && owner != uid) continue;
+    if (ParentAndUid(pid, &ppid, &owner) && owner != uid) {
+      waitpid(pid, nullptr, WNOHANG);
+      continue;
+    }
     found.push_back(pid);
   }
   return found;
@@ -256,10 +260,12 @@ absl::StatusOr<Containment> PrepareContainment(ContainmentMode asked) {
   return Containment{.mode = ContainmentMode::kSubreaper};
 }
 
-void NoteOwnChild(pid_t pid) {
+pid_t StartOwnChild(const std::function<pid_t()>& start) {
   OwnChildren& own = Own();
   absl::MutexLock lock(&own.mu);
-  own.pids.insert(pid);
+  const pid_t pid = start();
+  if (pid > 0) own.pids.insert(pid);
+  return pid;
 }
 
 void ForgetOwnChild(pid_t pid) {
@@ -303,7 +309,12 @@ absl::Status ContainedGroup::EndAll(std::optional<pid_t> leader, uid_t uid,
   // the rest of it.
   bool reaped = true;
   if (leader.has_value()) {
-    const std::optional<int> status = KillAndReap(*leader);
+    kill(-*leader, SIGKILL);
+    kill(*leader, SIGKILL);
+    std::optional<int> status = WaitForExit(
+        *leader, std::max(absl::ZeroDuration(), deadline - absl::Now()));
+    // Stuck in the kernel: reaped in the background, and still ours.
+    if (!status.has_value()) status = KillAndReap(*leader);
     reaped = status.has_value();
     if (leader_status != nullptr) *leader_status = status;
     // One stuck in the kernel is still ours, reaped in the background.
@@ -341,12 +352,19 @@ absl::Status ContainedGroup::EndCgroup(absl::Time deadline) {
 
 absl::Status ContainedGroup::DrainOrphans(uid_t uid, absl::Time deadline) {
   while (true) {
-    std::vector<pid_t> orphans = Orphans(uid);
-    if (orphans.empty()) return absl::OkStatus();
-    for (pid_t orphan : orphans) {
-      kill(orphan, SIGKILL);
-      waitpid(orphan, nullptr, WNOHANG);
+    std::vector<pid_t> orphans;
+    {
+      // Listed, killed and reaped under the lock that StartOwnChild holds:
+      // a child just started is never taken for an orphan, and a pid is
+      // never killed after another drain reaped it.
+      absl::MutexLock lock(&Own().mu);
+      orphans = Orphans(uid);
+      for (pid_t orphan : orphans) {
+        kill(orphan, SIGKILL);
+        waitpid(orphan, nullptr, WNOHANG);
+      }
     }
+    if (orphans.empty()) return absl::OkStatus();
     if (absl::Now() >= deadline) {
       return absl::FailedPreconditionError(
           absl::StrCat("process(es) ", absl::StrJoin(orphans, ", "),

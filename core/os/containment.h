@@ -20,6 +20,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,8 +58,9 @@ absl::StatusOr<Containment> PrepareContainment(ContainmentMode asked);
 pid_t RawFork(unsigned long flags);
 
 // Children this process started itself (codec workers, helper programs),
-// which the subreaper's drain must not take for orphans.
-void NoteOwnChild(pid_t pid);
+// which the subreaper's drain must not take for orphans: `start` forks or
+// spawns one and returns its pid (or -1), under the lock the drain holds.
+pid_t StartOwnChild(const std::function<pid_t()>& start);
 void ForgetOwnChild(pid_t pid);
 
 // One worker's container: made before the worker is forked, ended with it.

@@ -307,10 +307,13 @@ absl::StatusOr<ProcessResult> RunProcess(const std::vector<std::string>& argv,
   const SteadyClock::time_point deadline = DeadlineAfter(options.timeout);
   absl::StatusOr<std::string> program = ResolveProgram(argv[0]);
   if (!program.ok()) return program.status();
-  absl::StatusOr<Spawned> spawned = Spawn(*program, argv);
-  if (!spawned.ok()) return spawned.status();
   // Not an orphan for the codec's subreaper to end (core/os/containment.h).
-  NoteOwnChild(spawned->pid);
+  absl::StatusOr<Spawned> spawned;
+  StartOwnChild([&]() {
+    spawned = Spawn(*program, argv);
+    return spawned.ok() ? spawned->pid : -1;
+  });
+  if (!spawned.ok()) return spawned.status();
   ProcessResult result;
   absl::Status status =
       ReadOutput(*program, *spawned, deadline, options, &result);

@@ -1,11 +1,13 @@
 #include "core/store/recovery.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -45,14 +47,25 @@ std::string RelJoin(absl::string_view dir, absl::string_view name) {
   return dir.empty() ? std::string(name) : JoinPath(dir, name);
 }
 
-// The shell command that removes `path`, escaped as every logged value is
-// (a path of printable ASCII without quotes or backslashes reads as is).
+// The shell command that removes `path`, safe to paste whatever the name:
+// '...' when every byte is a plain one, else bash's $'...' with every other
+// byte as \xHH (a quote or a backslash in a name cannot end the word).
 std::string RemoveCommand(const std::string& path) {
-  std::string quoted = LogValue(absl::StrReplaceAll(path, {{"'", "'\\''"}}));
-  absl::string_view inner = quoted;
-  absl::ConsumePrefix(&inner, "\"");
-  absl::ConsumeSuffix(&inner, "\"");
-  return absl::StrCat("rm -rf -- '", inner, "'");
+  const auto plain = [](unsigned char c) {
+    return absl::ascii_isalnum(c) || absl::StrContains("/._-+,:=@%~ ", c);
+  };
+  if (std::all_of(path.begin(), path.end(), plain)) {
+    return absl::StrCat("rm -rf -- '", path, "'");
+  }
+  std::string quoted = "$'";
+  for (unsigned char c : path) {
+    if (plain(c) && c != ' ') {
+      quoted.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&quoted, "\\x", absl::Hex(c, absl::kZeroPad2));
+    }
+  }
+  return absl::StrCat("rm -rf -- ", quoted, "'");
 }
 
 // Removes the directories one record names, then the record. The paths

@@ -131,6 +131,30 @@ TEST_F(RecoveryTest, ADirectoryRenamedToAStagingNameSurvivesAndIsReported) {
   }
 }
 
+// A name chosen to break out of the suggested command's quotes: the
+// command quotes it so that pasting it removes that directory, and runs
+// nothing else.
+TEST_F(RecoveryTest, TheRemoveCommandQuotesAHostileName) {
+  const std::string hostile = ".x'; touch PWNED; #\\.staging-0123456789abcdef";
+  store_.reset();
+  std::filesystem::create_directory(Abs(hostile));
+  LogCapture log;
+  ASSERT_NO_FATAL_FAILURE(Reopen());
+  const std::vector<std::string> lines = log.LinesWith("left in place: ");
+  ASSERT_EQ(lines.size(), 1u) << ::testing::PrintToString(lines);
+  const size_t at = lines[0].find("rm -rf -- ");
+  ASSERT_NE(at, std::string::npos) << lines[0];
+  std::string command = lines[0].substr(at);
+  while (!command.empty() && (command.back() == '\n')) command.pop_back();
+  const std::string script = tmp_.Join("paste.sh");
+  testing::WriteFileOrDie(script, command + "\n");
+  const std::string shell =
+      absl::StrCat("cd '", root_, "' && /bin/bash '", script, "'");
+  ASSERT_EQ(std::system(shell.c_str()), 0) << command;
+  EXPECT_FALSE(Exists(hostile)) << command;
+  EXPECT_FALSE(Exists("PWNED")) << command;
+}
+
 TEST_F(RecoveryTest, ARecordNamesOnlyADirectoryAndOnlyInTheStore) {
   store_.reset();
   // A record cut short by a crash before its fsync: dropped, it named

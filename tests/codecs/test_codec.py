@@ -29,9 +29,9 @@ one request and see the next one, on a fresh worker, succeed):
                   many short ones), then answer
   fork-sleeper    on inspect and rescale: first leave behind a detached
                   process (double fork, setsid) that sleeps for an hour
-  keep-descriptor on rescale: leave behind a detached process that keeps
-                  the output open and, a moment after the reply, writes
-                  over it
+  keep-descriptor on rescale: say the output's inode on stderr, and leave
+                  behind a detached process that keeps the output open
+                  and, three seconds after the reply, writes over it
   two-links       on rescale: also link the output at --outside
   fifo            on rescale: make the output a FIFO instead
 
@@ -93,8 +93,8 @@ def detach(act):
 
 def overwrite_later(fd):
     """What keep-descriptor leaves behind: writes over the file open at fd
-    once the daemon has had the reply."""
-    time.sleep(0.5)
+    three seconds after the reply."""
+    time.sleep(3)
     os.pwrite(fd, b"corrupted by a process the codec left behind", 0)
     time.sleep(60)
 
@@ -175,6 +175,8 @@ def rescale(request, fds, mode, outside, sock):
         os.link(out_path, outside)
     if mode == "keep-descriptor":
         kept = os.open(out_path, os.O_WRONLY)
+        sys.stderr.write("test codec: output inode %d\n" % os.fstat(kept).st_ino)
+        sys.stderr.flush()
         detach(lambda: overwrite_later(kept))
         os.close(kept)
     if mode == "extra-file":
