@@ -612,13 +612,17 @@ bool Daemon::Stop(absl::Duration grace, absl::string_view why) {
 
 void Daemon::CloseConnectionsWhenIdle(absl::Time limit) {
   // gRPC's Shutdown ends only once every client connection is gone, and an
-  // idle client may take seconds to answer its GOAWAY: once no call is
-  // running (or kGrpcCancelSeconds from now), connections are closed, and
-  // again every round for one that raced with the Shutdown's start.
+  // idle client may take seconds to answer its GOAWAY: once no call has run
+  // for kQuietBeforeClose (the last replies sent), or kGrpcCancelSeconds
+  // from now, connections are closed, and again every round for one that
+  // raced with the Shutdown's start.
   const absl::Time calls_end = absl::Now() + absl::Seconds(kGrpcCancelSeconds);
+  absl::Time quiet_since = absl::Now();
   while (!ended_.load() && absl::Now() < limit) {
+    const absl::Time now = absl::Now();
+    if (!service_->DescribeRunning().empty()) quiet_since = now;
     if (shutdown_called_.load() &&
-        (absl::Now() >= calls_end || service_->DescribeRunning().empty())) {
+        (now >= calls_end || now - quiet_since >= kQuietBeforeClose)) {
       grpc_server_cancel_all_calls(server_->c_server());
     }
     absl::SleepFor(absl::Milliseconds(20));

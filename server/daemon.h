@@ -43,6 +43,9 @@ class Daemon {
   // reply), and Stop gives up at kForcedExitSeconds.
   static constexpr int kGrpcCancelSeconds = 3;
   static constexpr int kForcedExitSeconds = 5;
+  // At shutdown, how long no call must have run before the client
+  // connections are closed: a reply is sent just after its handler ends.
+  static constexpr absl::Duration kQuietBeforeClose = absl::Milliseconds(250);
 
   // Serves `config`, its start-up lines logged, once every listener
   // accepts; a relative Unix socket path is bound, reported and removed as
