@@ -20,6 +20,10 @@ constexpr absl::string_view kCurrentKey = "current_num_blocks";
 constexpr absl::string_view kMinKey = "num_min_blocks";
 constexpr absl::string_view kFullKey = "num_full_blocks";
 constexpr absl::string_view kMaxFittingKey = "max_fitting_num_blocks";
+constexpr absl::string_view kWrittenKey = "written";
+constexpr absl::string_view kNodeKey = "node";
+constexpr absl::string_view kChipletKey = "chiplet";
+constexpr absl::string_view kBytesShortKey = "bytes_short";
 
 constexpr std::pair<ErrorReason, absl::string_view> kReasonNames[] = {
     {ErrorReason::kBelowMinBlocks, "BELOW_MIN_BLOCKS"},
@@ -33,6 +37,8 @@ constexpr std::pair<ErrorReason, absl::string_view> kReasonNames[] = {
     {ErrorReason::kNotAnOperator, "NOT_AN_OPERATOR"},
     {ErrorReason::kNotReadableByCaller, "NOT_READABLE_BY_CALLER"},
     {ErrorReason::kExceedsDevice, "EXCEEDS_DEVICE"},
+    {ErrorReason::kGroupDoesNotFit, "GROUP_DOES_NOT_FIT"},
+    {ErrorReason::kGroupPartial, "GROUP_PARTIAL"},
 };
 
 std::optional<ErrorReason> ParseReason(absl::string_view name) {
@@ -50,9 +56,15 @@ std::string Encode(const ErrorFacts& facts) {
       {{kCurrentKey, &facts.current_num_blocks},
        {kMinKey, &facts.num_min_blocks},
        {kFullKey, &facts.num_full_blocks},
-       {kMaxFittingKey, &facts.max_fitting_num_blocks}};
+       {kMaxFittingKey, &facts.max_fitting_num_blocks},
+       {kNodeKey, &facts.node},
+       {kChipletKey, &facts.chiplet},
+       {kBytesShortKey, &facts.bytes_short}};
   for (const auto& [key, value] : counts) {
     if (value->has_value()) absl::StrAppend(&out, key, "=", **value, "\n");
+  }
+  for (const std::string& written : facts.written_artifacts) {
+    absl::StrAppend(&out, kWrittenKey, "=", absl::CEscape(written), "\n");
   }
   return out;
 }
@@ -72,6 +84,10 @@ std::optional<ErrorFacts> Decode(absl::string_view text) {
       has_reason = true;
     } else if (key == kArtifactKey) {
       if (!absl::CUnescape(value, &facts.artifact)) return std::nullopt;
+    } else if (key == kWrittenKey) {
+      std::string written;
+      if (!absl::CUnescape(value, &written)) return std::nullopt;
+      facts.written_artifacts.push_back(std::move(written));
     } else if (!absl::SimpleAtoi(value, &number)) {
       return std::nullopt;
     } else if (key == kCurrentKey) {
@@ -82,6 +98,12 @@ std::optional<ErrorFacts> Decode(absl::string_view text) {
       facts.num_full_blocks = number;
     } else if (key == kMaxFittingKey) {
       facts.max_fitting_num_blocks = number;
+    } else if (key == kNodeKey) {
+      facts.node = number;
+    } else if (key == kChipletKey) {
+      facts.chiplet = number;
+    } else if (key == kBytesShortKey) {
+      facts.bytes_short = number;
     } else {
       return std::nullopt;
     }
@@ -104,7 +126,9 @@ bool ErrorFacts::operator==(const ErrorFacts& other) const {
          current_num_blocks == other.current_num_blocks &&
          num_min_blocks == other.num_min_blocks &&
          num_full_blocks == other.num_full_blocks &&
-         max_fitting_num_blocks == other.max_fitting_num_blocks;
+         max_fitting_num_blocks == other.max_fitting_num_blocks &&
+         written_artifacts == other.written_artifacts && node == other.node &&
+         chiplet == other.chiplet && bytes_short == other.bytes_short;
 }
 
 absl::Status WithErrorFacts(absl::Status status, const ErrorFacts& facts) {

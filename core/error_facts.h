@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -33,6 +34,8 @@ enum class ErrorReason {
   kNotAnOperator,        // PERMISSION_DENIED: a reader's write
   kNotReadableByCaller,  // PERMISSION_DENIED: the caller could not read it
   kExceedsDevice,        // FAILED_PRECONDITION: the count does not fit
+  kGroupDoesNotFit,      // FAILED_PRECONDITION: a group's minimums
+  kGroupPartial,         // ABORTED: a group written in part
 };
 
 // "BELOW_MIN_BLOCKS", "CAS_MISMATCH", ...
@@ -47,6 +50,12 @@ struct ErrorFacts {
   std::optional<uint64_t> num_min_blocks;
   std::optional<uint64_t> num_full_blocks;
   std::optional<uint64_t> max_fitting_num_blocks;
+  // kGroupPartial: the members written.
+  std::vector<std::string> written_artifacts;
+  // kGroupDoesNotFit: the first bucket over, and by how much.
+  std::optional<uint64_t> node;
+  std::optional<uint64_t> chiplet;
+  std::optional<uint64_t> bytes_short;
 
   bool operator==(const ErrorFacts& other) const;
 };

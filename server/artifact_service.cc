@@ -21,19 +21,6 @@
 namespace rbln {
 namespace {
 
-// Over TCP a caller is on another host: it names artifacts relative to the
-// store, or NAME:path in a read-only root; an absolute path means the
-// daemon's file system, which only local callers (the Unix socket) share.
-absl::Status CheckNameForPeer(bool remote, absl::string_view name,
-                              absl::string_view what) {
-  if (!remote || !absl::StartsWith(name, "/")) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, " ", Echo(name),
-      " is an absolute path; over TCP name it by its path in the store "
-      "('team/llama') or as NAME:path in a read-only root (absolute paths are "
-      "for callers on the daemon's host, over its Unix socket)"));
-}
-
 // Operation ids are client-chosen keys of a bounded table; longer than a
 // UUID with room to spare is a mistake (or an attack on memory).
 constexpr size_t kMaxOperationIdBytes = 128;

@@ -104,6 +104,10 @@ class ArtifactServiceImpl final : public ArtifactServiceBase {
   grpc::Status GetWriteProgress(grpc::ServerContext* context,
                                 const v1::GetWriteProgressRequest* req,
                                 v1::GetWriteProgressResponse* resp) override;
+  // server/fit_together.cc.
+  grpc::Status FitTogether(grpc::ServerContext* context,
+                           const v1::FitTogetherRequest* req,
+                           v1::FitTogetherResponse* resp) override;
   grpc::Status GetServerInfo(grpc::ServerContext* context,
                              const v1::GetServerInfoRequest* req,
                              v1::GetServerInfoResponse* resp) override;

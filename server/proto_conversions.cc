@@ -38,7 +38,30 @@ v1::ErrorDetail ToErrorDetail(const ErrorFacts& facts) {
   if (facts.max_fitting_num_blocks.has_value()) {
     detail.set_max_fitting_num_blocks(*facts.max_fitting_num_blocks);
   }
+  for (const std::string& written : facts.written_artifacts) {
+    detail.add_written_artifacts(WireName(written));
+  }
+  if (facts.node.has_value()) {
+    detail.set_node(static_cast<uint32_t>(*facts.node));
+  }
+  if (facts.chiplet.has_value()) {
+    detail.set_chiplet(static_cast<uint32_t>(*facts.chiplet));
+  }
+  if (facts.bytes_short.has_value()) detail.set_bytes_short(*facts.bytes_short);
   return detail;
+}
+
+// Over TCP a caller is on another host: it names artifacts relative to the
+// store, or NAME:path in a read-only root; an absolute path means the
+// daemon's file system, which only local callers (the Unix socket) share.
+absl::Status CheckNameForPeer(bool remote, absl::string_view name,
+                              absl::string_view what) {
+  if (!remote || !absl::StartsWith(name, "/")) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " ", Echo(name),
+      " is an absolute path; over TCP name it by its path in the store "
+      "('team/llama') or as NAME:path in a read-only root (absolute paths are "
+      "for callers on the daemon's host, over its Unix socket)"));
 }
 
 grpc::Status ToGrpc(const absl::Status& status) {

@@ -37,6 +37,11 @@ v1::ErrorDetail ToErrorDetail(const ErrorFacts& facts);
 // `status` as gRPC's: the same code, the message cut to fit the status
 // metadata, and the ErrorDetail of its facts, when it has any, in the
 // google.rpc.Status details.
+// INVALID_ARGUMENT for an absolute `name` (`what`: "artifact", "output
+// directory") from a `remote` caller: over TCP a caller is on another host
+// and names artifacts relative to the store (or NAME:path).
+absl::Status CheckNameForPeer(bool remote, absl::string_view name,
+                              absl::string_view what);
 grpc::Status ToGrpc(const absl::Status& status);
 
 // Marks a failed reply as the handler's own (rbln/artifact/v1/

@@ -44,6 +44,7 @@
 #include "core/os/env.h"
 #include "core/os/freshness.h"
 #include "core/resize/fit.h"
+#include "core/resize/group_fit.h"
 #include "core/resize/rescale.h"
 #include "core/store/artifact_name.h"
 #include "core/store/intent_record.h"
@@ -143,6 +144,42 @@ struct WriteRequest {
   // with CANCELLED, changing nothing (the caller's deadline passed, or the
   // daemon is shutting down).
   std::function<bool()> is_cancelled;
+};
+
+// FitTogether's request: the members (canonical or as callers name them,
+// in the order their ties break), the budget of the group (none: the whole
+// device), and what to do.
+struct GroupMemberRequest {
+  std::string name;
+  uint32_t weight = 1;
+  std::optional<uint64_t> expected_num_blocks;  // compare-and-set
+};
+struct GroupRequest {
+  std::vector<GroupMemberRequest> members;
+  std::optional<MemoryBudget> budget;
+  bool describe_only = false;  // the plan at the current counts
+  bool dry_run = false;
+  // As WriteRequest's, for every member's write.
+  std::function<bool()> is_cancelled;
+  // Called after each member's commit with how many are committed (a test's
+  // crash point).
+  std::function<void(size_t committed)> after_commit;
+};
+struct GroupMemberResult {
+  std::string name;  // canonical
+  uint64_t previous_num_blocks = 0;
+  uint64_t new_num_blocks = 0;
+  uint64_t num_min_blocks = 0;
+  uint64_t num_full_blocks = 0;
+  bool written = false;
+  bool already_at_target = false;
+  int limiting_bucket = -1;
+};
+struct GroupResult {
+  std::vector<GroupMemberResult> members;
+  std::vector<GroupBucket> buckets;
+  std::vector<std::string> warnings;
+  bool fits = true;  // every bucket's headroom >= 0
 };
 
 // A root of names: the store, or a read-only root.
@@ -328,6 +365,16 @@ class ArtifactStore {
   absl::StatusOr<ListedPage> ListPage(const ListPosition& from,
                                       absl::string_view prefix, size_t limit);
 
+  // Several artifacts sized together on one device group
+  // (core/resize/group_fit.h; core/store/store_group.cc): planned from one
+  // consistent read of each, then, unless describe_only or dry_run, written
+  // under all their writer locks (taken in name order), shrinks before
+  // grows, each its own atomic commit with compare-and-set on the count it
+  // was planned from. The first failure stops the rest: ABORTED with
+  // GROUP_PARTIAL naming those written (when any was; else that member's
+  // own error). GROUP_DOES_NOT_FIT when the minimums do not fit.
+  absl::StatusOr<GroupResult> FitTogether(const GroupRequest& request);
+
   // The device figures that apply to `artifact`, their source naming where
   // its NPU came from; the provider's error when there are none (no NPU
   // named or known, no probe or override that says).
@@ -366,6 +413,23 @@ class ArtifactStore {
   absl::StatusOr<std::invoke_result_t<Find, const Located&>> FindFollowing(
       const Located& at, const Find& find, ReadMode mode,
       std::optional<Located>* target, std::string* link_target);
+
+  // store_group.cc: a member of FitTogether's group, as read.
+  struct GroupMemberState {
+    Located at;  // the artifact (a link's target)
+    std::shared_ptr<const Artifact> artifact;
+    MemoryModel model;
+    DramChoice device;
+    uint32_t weight = 1;
+  };
+  // Resolves, reads and checks every member (names given twice, weights,
+  // compare-and-set, devices, NPU families).
+  absl::StatusOr<std::vector<GroupMemberState>> LoadGroup(
+      const GroupRequest& request);
+  // Writes the planned counts of `result` (ArtifactStore::FitTogether).
+  absl::StatusOr<GroupResult> ApplyGroup(
+      const GroupRequest& request, const std::vector<GroupMemberState>& group,
+      GroupResult result);
 
   // store_commit.cc, in the order of docs/commit-protocol.md.
   // ABORTED, naming both, unless the link `source` was reached through
