@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/defaults.h"
 #include "common/flag_errors.h"
@@ -104,6 +105,8 @@ struct RawFlags {
   bool device_info = false;
   bool server_info = false;
   std::string prefix;
+  std::vector<std::string> colocate;
+  std::string weights;
   std::string model_id;
   std::string output_dir;
   bool replace = false;
@@ -126,6 +129,8 @@ struct RawFlags {
   CLI::Option* device_info_opt = nullptr;
   CLI::Option* server_info_opt = nullptr;
   CLI::Option* prefix_opt = nullptr;
+  CLI::Option* colocate_opt = nullptr;
+  CLI::Option* weights_opt = nullptr;
   CLI::Option* model_id_opt = nullptr;
   CLI::Option* output_dir_opt = nullptr;
   CLI::Option* replace_opt = nullptr;
@@ -195,6 +200,27 @@ void DefineOperationFlags(CLI::App& app, RawFlags& f) {
       operations[i]->excludes(operations[j]);
     }
   }
+}
+
+// Several artifacts on one device group.
+void DefineGroupFlags(CLI::App& app, RawFlags& f) {
+  const std::string group = "Sharing a device";
+  f.colocate_opt =
+      app.add_option("--colocate", f.colocate,
+                     "With --set-memory-budget: size these artifacts "
+                     "together, so that all of them fit the budget at once "
+                     "(node i of each on device i), and write them; with "
+                     "--describe: their shared plan at the current counts")
+          ->type_name("DIR...")
+          ->expected(1, -1)
+          ->group(group);
+  f.weights_opt =
+      app.add_option("--weights", f.weights,
+                     "With --colocate: each artifact's weight in the shares, "
+                     "whole numbers from 1 to 1000, one per artifact "
+                     "(default: 1 each)")
+          ->type_name("W,W,...")
+          ->group(group);
 }
 
 // What names the artifact and how it is read.
@@ -303,6 +329,7 @@ void DefineFlags(CLI::App& app, RawFlags& f, absl::string_view default_server) {
   DefineOperationFlags(app, f);
   DefineArtifactFlags(app, f);
   DefineWritingFlags(app, f);
+  DefineGroupFlags(app, f);
   DefineConnectionFlags(app, f, default_server);
 }
 
@@ -348,6 +375,66 @@ absl::StatusOr<ChosenOperation> ChooseOperation(const RawFlags& f) {
       "--list, --device-info or --server-info");
 }
 
+// --colocate and what goes with it; the weights into `weights`.
+absl::Status CheckColocate(const RawFlags& f, const ChosenOperation& op,
+                           std::vector<uint32_t>* weights) {
+  if (f.colocate_opt->count() == 0) {
+    if (f.weights_opt->count() > 0) {
+      return UsageError("--weights goes only with --colocate");
+    }
+    return absl::OkStatus();
+  }
+  if (op.operation != Operation::kFitBudget &&
+      op.operation != Operation::kDescribe) {
+    return UsageError(absl::StrCat(
+        "--colocate goes with --set-memory-budget BUDGET or --describe, not "
+        "with ",
+        op.flag));
+  }
+  for (const CLI::Option* opt :
+       {f.model_id_opt, f.output_dir_opt, f.replace_opt, f.expect_opt,
+        f.force_opt, f.verify_opt}) {
+    if (opt->count() > 0) {
+      return UsageError(absl::StrCat(
+          opt->get_name(), " does not go with --colocate",
+          opt == f.expect_opt ? " (each artifact is written with "
+                                "compare-and-set on the count it was "
+                                "planned from)"
+                              : ""));
+    }
+  }
+  for (size_t i = 0; i < f.colocate.size(); ++i) {
+    if (f.colocate[i].empty() || absl::StartsWith(f.colocate[i], "-")) {
+      return UsageError(
+          absl::StrCat("--colocate needs artifact directories, "
+                       "got '",
+                       f.colocate[i], "'"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (f.colocate[i] == f.colocate[j]) {
+        return UsageError(absl::StrCat("--colocate names ", f.colocate[i],
+                                       " twice; give each artifact once"));
+      }
+    }
+  }
+  if (f.weights_opt->count() == 0) return absl::OkStatus();
+  for (absl::string_view text : absl::StrSplit(f.weights, ',')) {
+    uint32_t weight = 0;
+    if (!absl::SimpleAtoi(text, &weight) || weight < 1 || weight > 1000) {
+      return UsageError(absl::StrCat(
+          "--weights: '", text,
+          "' is not a whole number from 1 to 1000 (write them as 2,1,1)"));
+    }
+    weights->push_back(weight);
+  }
+  if (weights->size() != f.colocate.size()) {
+    return UsageError(absl::StrCat(
+        "--weights gives ", weights->size(), " weight(s) for the ",
+        f.colocate.size(), " artifact(s) of --colocate: give one each"));
+  }
+  return absl::OkStatus();
+}
+
 // The flags that go only with some operations go with the one chosen.
 absl::Status CheckFlagsGoWith(const RawFlags& f, const ChosenOperation& op) {
   const Operation operation = op.operation;
@@ -355,7 +442,8 @@ absl::Status CheckFlagsGoWith(const RawFlags& f, const ChosenOperation& op) {
   bool names_artifact = operation != Operation::kList &&
                         operation != Operation::kDeviceInfo &&
                         operation != Operation::kServerInfo;
-  if (names_artifact && f.model_id_opt->count() == 0) {
+  if (names_artifact && f.model_id_opt->count() == 0 &&
+      f.colocate_opt->count() == 0) {
     return UsageError(absl::StrCat(op_flag, " needs --model-id DIR"));
   }
   if (!names_artifact && f.model_id_opt->count() > 0) {
@@ -490,7 +578,9 @@ absl::StatusOr<std::string> CheckConnection(const RawFlags& f) {
 absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   absl::StatusOr<ChosenOperation> chosen = ChooseOperation(f);
   if (!chosen.ok()) return chosen.status();
-  absl::Status checked = CheckFlagsGoWith(f, *chosen);
+  std::vector<uint32_t> weights;
+  absl::Status checked = CheckColocate(f, *chosen, &weights);
+  if (checked.ok()) checked = CheckFlagsGoWith(f, *chosen);
   if (checked.ok()) checked = CheckValues(f, chosen->operation);
   if (!checked.ok()) return checked;
   absl::StatusOr<std::string> server = CheckConnection(f);
@@ -515,6 +605,8 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   }
   o.verify = f.verify;
   o.prefix = f.prefix;
+  o.colocate = f.colocate;
+  o.weights = std::move(weights);
   o.json = f.json;
   return o;
 }

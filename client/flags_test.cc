@@ -51,6 +51,19 @@ CliOptions ParseOk(const std::vector<std::string>& args) {
   return p.result.options.value_or(CliOptions());
 }
 
+TEST(ColocateTest, NamesWeightsAndTheOperationReachTheRequest) {
+  CliOptions options =
+      ParseOk({"--colocate", "a", "team/b", "--weights", "3,1",
+               "--set-memory-budget", "90%", "--dry-run"});
+  EXPECT_EQ(options.operation, Operation::kFitBudget);
+  EXPECT_EQ(options.colocate, (std::vector<std::string>{"a", "team/b"}));
+  EXPECT_EQ(options.weights, (std::vector<uint32_t>{3, 1}));
+  EXPECT_TRUE(options.dry_run);
+  options = ParseOk({"--describe", "--colocate", "a", "b"});
+  EXPECT_EQ(options.operation, Operation::kDescribe);
+  EXPECT_TRUE(options.weights.empty());
+}
+
 // --- Usage errors: refused before any connection, exit 2, flags named. ---
 
 struct UsageCase {
@@ -75,6 +88,32 @@ TEST_P(UsageErrorTest, RefusedWithExitTwoAndNamesTheFlags) {
 INSTANTIATE_TEST_SUITE_P(
     Flags, UsageErrorTest,
     ::testing::Values(
+        // --colocate and what does not go with it (issue 46).
+        UsageCase{{"--colocate", "a", "b", "--get-kvcache-num-blocks"},
+                  {"--colocate goes with --set-memory-budget BUDGET or "
+                   "--describe"}},
+        UsageCase{{"--colocate", "a", "b", "--set-kvcache-num-blocks", "8"},
+                  {"--colocate goes with"}},
+        UsageCase{{"--colocate", "a", "b", "--set-memory-budget", "0.9",
+                   "--model-id", "c"},
+                  {"--model-id does not go with --colocate"}},
+        UsageCase{{"--colocate", "a", "b", "--set-memory-budget", "0.9",
+                   "--output-dir", "c"},
+                  {"--output-dir does not go with --colocate"}},
+        UsageCase{{"--colocate", "a", "b", "--set-memory-budget", "0.9",
+                   "--expect", "3"},
+                  {"--expect does not go with --colocate"}},
+        UsageCase{{"--colocate", "a", "a", "--set-memory-budget", "0.9"},
+                  {"--colocate names a twice"}},
+        UsageCase{{"--colocate", "a", "b", "--weights", "2,1,1",
+                   "--set-memory-budget", "0.9"},
+                  {"--weights gives 3 weight(s) for the 2 artifact(s)"}},
+        UsageCase{{"--colocate", "a", "b", "--weights", "2,0",
+                   "--set-memory-budget", "0.9"},
+                  {"--weights: '0' is not a whole number from 1 to 1000"}},
+        UsageCase{{"--weights", "2,1", "--set-memory-budget", "0.9",
+                   "--model-id", "a"},
+                  {"--weights goes only with --colocate"}},
         // No operation.
         UsageCase{{}, {"choose one operation"}},
         UsageCase{{"--model-id", "a"}, {"choose one operation"}},

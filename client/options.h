@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace rbln::client {
 
@@ -47,6 +48,11 @@ struct CliOptions {
   std::string written_dir;
   bool verify = false;  // kDescribe and writers
   std::string prefix;   // kList: only names starting with it
+  // --colocate: the artifacts of a group (kFitBudget: sized together with
+  // FitTogether; kDescribe: its plan at the current counts), their weights
+  // (one each, or empty for 1).
+  std::vector<std::string> colocate;
+  std::vector<uint32_t> weights;
   bool json = false;
   // A TCP --server only (a Unix socket's peer is known by its uid). TLS is
   // on when any of the first three is given; a token needs TLS.

@@ -48,6 +48,19 @@ v1::FitMemoryBudgetRequest BuildFitRequest(const CliOptions& options,
   return request;
 }
 
+v1::FitTogetherRequest BuildFitTogetherRequest(const CliOptions& options) {
+  v1::FitTogetherRequest request;
+  for (size_t i = 0; i < options.colocate.size(); ++i) {
+    v1::Member* member = request.add_members();
+    member->set_artifact(options.colocate[i]);
+    member->set_weight(i < options.weights.size() ? options.weights[i] : 1);
+  }
+  request.set_budget(options.budget);
+  request.set_describe_only(options.operation == Operation::kDescribe);
+  request.mutable_options()->set_dry_run(options.dry_run);
+  return request;
+}
+
 v1::DescribeArtifactRequest BuildDescribeRequest(const CliOptions& options) {
   v1::DescribeArtifactRequest request;
   request.set_artifact(options.model_id);

@@ -18,6 +18,10 @@ rbln::artifact::v1::SetKvcacheNumBlocksRequest BuildSetRequest(
     const CliOptions& options, absl::string_view operation_id);
 rbln::artifact::v1::FitMemoryBudgetRequest BuildFitRequest(
     const CliOptions& options, absl::string_view operation_id);
+// --colocate: FitTogether, for --set-memory-budget (dry_run with --dry-run)
+// or --describe (describe_only).
+rbln::artifact::v1::FitTogetherRequest BuildFitTogetherRequest(
+    const CliOptions& options);
 rbln::artifact::v1::DescribeArtifactRequest BuildDescribeRequest(
     const CliOptions& options);
 

@@ -212,11 +212,27 @@ int RunList(const CliOptions& options, v1::ArtifactService::StubInterface& stub,
   return kExitOk;
 }
 
+// `--colocate`: FitTogether, one call for the whole group.
+int RunGroup(const CliOptions& options,
+             v1::ArtifactService::StubInterface& stub, std::ostream& out,
+             std::ostream& err) {
+  grpc::ClientContext context;
+  SetDeadline(context, kWriteDeadline);
+  v1::FitTogetherResponse reply;
+  grpc::Status status =
+      stub.FitTogether(&context, BuildFitTogetherRequest(options), &reply);
+  if (!status.ok())
+    return ReportCallFailure(options, context, status, out, err);
+  err << FormatWarnings(reply.warnings());
+  return PrintReply(reply, FormatFitTogether(reply), options.json, out, err);
+}
+
 }  // namespace
 
 int RunCommand(const CliOptions& options,
                v1::ArtifactService::StubInterface& stub, const RunOptions& run,
                std::ostream& out, std::ostream& err) {
+  if (!options.colocate.empty()) return RunGroup(options, stub, out, err);
   if (IsWriter(options.operation)) {
     return RunResize(options, stub, run, out, err);
   }

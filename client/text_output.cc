@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "core/text.h"
 
 namespace rbln::client {
 namespace {
@@ -186,6 +187,83 @@ ResizeOutput FormatResize(const CliOptions& options,
     output.err += FormatFit(reply.fit(), reply.new_num_blocks());
   }
   return output;
+}
+
+namespace {
+
+// A byte count for a table cell: "8.91 GiB", "512.0 MiB", "4096 B".
+std::string ShortBytes(uint64_t bytes) {
+  if (bytes >= (uint64_t{1} << 30)) {
+    return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (1 << 30));
+  }
+  if (bytes >= (uint64_t{1} << 20)) {
+    return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  }
+  return absl::StrFormat("%d B", bytes);
+}
+
+}  // namespace
+
+std::string FormatFitTogether(const v1::FitTogetherResponse& reply) {
+  const auto bucket_name = [&](int index) {
+    if (index < 0 || index >= reply.buckets_size()) return std::string("-");
+    const v1::GroupBucket& bucket = reply.buckets(index);
+    return absl::StrFormat("node %d chiplet %d", bucket.node(),
+                           bucket.chiplet());
+  };
+  std::string text =
+      absl::StrFormat("%-40s %9s %9s %6s %6s  %s\n", "artifact", "previous",
+                      "new", "min", "full", "stopped by");
+  for (const v1::MemberResult& member : reply.members()) {
+    std::string note = reply.describe_only()
+                           ? std::string("-")
+                           : bucket_name(member.limiting_bucket());
+    if (!reply.describe_only() && member.limiting_bucket() < 0) {
+      note = "its full count";
+    }
+    if (member.written()) absl::StrAppend(&note, " (written)");
+    if (member.already_at_target() && !reply.describe_only()) {
+      absl::StrAppend(&note, " (already there)");
+    }
+    absl::StrAppend(
+        &text, absl::StrFormat("%-40s %9d %9d %6d %6d  %s\n", member.artifact(),
+                               member.previous_num_blocks(),
+                               member.new_num_blocks(), member.num_min_blocks(),
+                               member.num_full_blocks(), note));
+  }
+  absl::StrAppend(&text, "\n",
+                  absl::StrFormat("%-20s %12s", "bucket", "budget"));
+  for (int i = 0; i < reply.members_size(); ++i) {
+    absl::StrAppend(&text, absl::StrFormat(" %12s", absl::StrCat("#", i + 1)));
+  }
+  absl::StrAppend(&text, absl::StrFormat(" %12s %12s\n", "sum", "headroom"));
+  for (int i = 0; i < reply.buckets_size(); ++i) {
+    const v1::GroupBucket& bucket = reply.buckets(i);
+    uint64_t sum = 0;
+    absl::StrAppend(&text, absl::StrFormat("%-20s %12s", bucket_name(i),
+                                           ShortBytes(bucket.budget_bytes())));
+    for (uint64_t used : bucket.used_bytes()) {
+      sum += used;
+      absl::StrAppend(&text, absl::StrFormat(" %12s", ShortBytes(used)));
+    }
+    const int64_t room = bucket.headroom_bytes();
+    absl::StrAppend(
+        &text,
+        absl::StrFormat(" %12s %12s\n", ShortBytes(sum),
+                        absl::StrCat(room < 0 ? "-" : "",
+                                     ShortBytes(room < 0 ? -room : room))));
+  }
+  if (reply.describe_only()) {
+    absl::StrAppend(&text, reply.fits()
+                               ? "the group fits the budget at its current "
+                                 "counts\n"
+                               : "the group does NOT fit the budget at its "
+                                 "current counts: a bucket's headroom is "
+                                 "negative\n");
+  } else if (reply.dry_run()) {
+    absl::StrAppend(&text, "dry run: nothing written\n");
+  }
+  return text;
 }
 
 std::string FormatDescribe(const v1::DescribeArtifactResponse& reply) {

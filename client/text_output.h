@@ -41,6 +41,12 @@ ResizeOutput FormatResize(const CliOptions& options,
 // naming the graph files of an external codec, which carry no checksums.
 // Describe and --list show an artifact named through a symbolic link the
 // store follows as "current -> v2".
+// FitTogether's reply (--colocate): a table of the members (counts, and
+// the bucket that stopped each) and one of the buckets (budget, each
+// member's use, the sum, the headroom), and for --describe whether the
+// group fits at its current counts.
+std::string FormatFitTogether(
+    const rbln::artifact::v1::FitTogetherResponse& reply);
 std::string FormatDescribe(
     const rbln::artifact::v1::DescribeArtifactResponse& reply);
 // `--list`, printed page by page as the pages come: the roots (first page)
