@@ -79,8 +79,13 @@ absl::Status InvalidBudget(absl::string_view text, absl::string_view problem) {
       "; a budget is a fraction in (0, 1] like 0.8, a percentage in (0, 100] "
       "like 80%, or bytes with a unit like 10GB (units B, KB, MB, GB, TB, "
       "KiB, MiB, GiB, TiB, case-insensitive; binary, as optimum-rbln-cli "
-      "reads them: 10GB = 10GiB = 10 x 2^30 bytes)"));
+      "reads them: 10GB = 10GiB = 10 x 2^30 bytes), or free or free-90% for "
+      "what the device probe says is free now"));
 }
+
+// The word of a free budget; the grammar's other forms start with a digit,
+// a point or a sign.
+constexpr absl::string_view kFreeWord = "free";
 
 // The near misses of a unit, as people type them: "10G" for 10GB (the same
 // as 10GiB), "10Gi" for 10GiB, "10bytes" for 10B. Returns " (did you mean
@@ -220,6 +225,31 @@ absl::StatusOr<uint64_t> BytesOf(const Decimal& decimal, const Unit& unit) {
   return absl::Uint128Low64(bytes);
 }
 
+// A percentage, as exact and as optimum-rbln computes it.
+struct Percent {
+  std::pair<uint64_t, uint64_t> exact;
+  double value = 0;
+};
+
+// `decimal` read as a percentage in (0, 100]; a failure is only the problem
+// ("is above 100%").
+absl::StatusOr<Percent> PercentOf(const Decimal& decimal) {
+  const absl::uint128 scaled = decimal.Scaled();
+  if (scaled == 0) return absl::InvalidArgumentError("is zero");
+  if (decimal.whole_too_large ||
+      scaled > absl::uint128(100) * Pow10(decimal.scale)) {
+    return absl::InvalidArgumentError("is above 100%");
+  }
+  if (decimal.scale > kMaxPercentDigits) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("has more than ", kMaxPercentDigits,
+                     " fractional digits in a percentage"));
+  }
+  // optimum-rbln: float(text[:-1]) / 100.
+  return Percent{ReducedDecimal(scaled, decimal.scale + 2),
+                 NearestDouble(decimal.number) / 100.0};
+}
+
 }  // namespace
 
 absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
@@ -228,6 +258,10 @@ absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
   };
   if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(text), "-")) {
     return refuse("is negative: budgets are positive");
+  }
+  if (absl::StartsWithIgnoreCase(absl::StripLeadingAsciiWhitespace(text),
+                                 kFreeWord)) {
+    return ParseFree(text);
   }
   absl::StatusOr<Decimal> decimal = ScanDecimal(text);
   if (!decimal.ok()) return refuse(decimal.status().message());
@@ -243,17 +277,9 @@ absl::StatusOr<MemoryBudget> MemoryBudget::Parse(absl::string_view text) {
   if (scaled == 0) return refuse("is zero: budgets are positive");
 
   if (is_percent) {
-    if (decimal->whole_too_large ||
-        scaled > absl::uint128(100) * Pow10(scale)) {
-      return refuse("is above 100%");
-    }
-    if (scale > kMaxPercentDigits) {
-      return refuse(absl::StrCat("has more than ", kMaxPercentDigits,
-                                 " fractional digits in a percentage"));
-    }
-    // optimum-rbln: float(text[:-1]) / 100.
-    return FractionOfText(ReducedDecimal(scaled, scale + 2),
-                          NearestDouble(number) / 100.0);
+    absl::StatusOr<Percent> percent = PercentOf(*decimal);
+    if (!percent.ok()) return refuse(percent.status().message());
+    return FractionOfText(percent->exact, percent->value);
   }
 
   if (rest.empty()) {
@@ -335,10 +361,41 @@ absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text, bool* bare) {
   return absl::Uint128Low64(decimal->whole);
 }
 
+absl::StatusOr<MemoryBudget> MemoryBudget::ParseFree(absl::string_view text) {
+  const auto refuse = [text](absl::string_view problem) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "memory budget \"", Echo(text), "\" ", problem,
+        "; a free budget is free (all that the device probe says is free on "
+        "each device now) or free-P% with P in (0, 100], like free-90%"));
+  };
+  absl::string_view rest = absl::StripAsciiWhitespace(text);
+  rest.remove_prefix(kFreeWord.size());
+  if (rest.empty()) return Free(1, 1);
+  if (!absl::ConsumePrefix(&rest, "-")) {
+    return refuse("is not a free budget: expected nothing or -P% after free");
+  }
+  absl::StatusOr<Decimal> decimal = ScanDecimal(rest);
+  if (!decimal.ok()) {
+    return refuse(
+        absl::StrCat("has a percentage that ", decimal.status().message()));
+  }
+  if (decimal->suffix != "%") {
+    return refuse("has no % after the percentage");
+  }
+  absl::StatusOr<Percent> percent = PercentOf(*decimal);
+  if (!percent.ok()) {
+    return refuse(
+        absl::StrCat("has a percentage that ", percent.status().message()));
+  }
+  MemoryBudget budget = FractionOfText(percent->exact, percent->value);
+  budget.kind_ = Kind::kFree;
+  return budget;
+}
+
 MemoryBudget MemoryBudget::Fraction(uint64_t numerator, uint64_t denominator) {
   assert(numerator > 0 && numerator <= denominator);
   MemoryBudget budget;
-  budget.is_fraction_ = true;
+  budget.kind_ = Kind::kFraction;
   budget.numerator_ = numerator;
   budget.denominator_ = denominator;
   budget.fraction_value_ =
@@ -355,8 +412,14 @@ MemoryBudget MemoryBudget::FractionOfText(std::pair<uint64_t, uint64_t> exact,
 
 MemoryBudget MemoryBudget::Bytes(uint64_t bytes) {
   MemoryBudget budget;
-  budget.is_fraction_ = false;
+  budget.kind_ = Kind::kBytes;
   budget.bytes_ = bytes;
+  return budget;
+}
+
+MemoryBudget MemoryBudget::Free(uint64_t numerator, uint64_t denominator) {
+  MemoryBudget budget = Fraction(numerator, denominator);
+  budget.kind_ = Kind::kFree;
   return budget;
 }
 
@@ -368,7 +431,14 @@ absl::StatusOr<uint64_t> MemoryBudget::PerChipletBytes(
 
 absl::StatusOr<uint64_t> MemoryBudget::PerNodeBytes(
     const DeviceSpec& device) const {
-  if (is_fraction_) {
+  if (is_free()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a ", ToString(),
+        " budget needs the live device probe's figures of what is in use "
+        "now, not only the ",
+        device.family, " device's available DRAM"));
+  }
+  if (is_fraction()) {
     // optimum-rbln: int(available_total * fraction), in double precision.
     // Past 2^53 bytes (an --device-dram override) the double may round up
     // to the device or beyond, even to 2^64: that is the whole device.
@@ -388,7 +458,19 @@ absl::StatusOr<uint64_t> MemoryBudget::PerNodeBytes(
 }
 
 std::string MemoryBudget::ToString() const {
-  if (!is_fraction_) return absl::StrCat(bytes_, " bytes");
+  switch (kind_) {
+    case Kind::kBytes:
+      return absl::StrCat(bytes_, " bytes");
+    case Kind::kFree:
+      if (numerator_ == denominator_) return std::string(kFreeWord);
+      return absl::StrCat(kFreeWord, "-", PercentString());
+    case Kind::kFraction:
+      break;
+  }
+  return PercentString();
+}
+
+std::string MemoryBudget::PercentString() const {
   // The percentage scaled by 10^16, i.e. the fraction to 18 decimals
   // (truncated, which is exact for every parsed budget).
   constexpr uint64_t kPercentScale = uint64_t{10000000000000000};

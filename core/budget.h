@@ -9,18 +9,28 @@
 //             "10GB", "10 GiB", "80B"  a decimal and a unit: B, and KB, MB,
 //             GB, TB binary as optimum-rbln reads them (10GB = 10 * 2^30),
 //             KiB, MiB, GiB, TiB the same values
+//   free      "free", "free-90%"       what the live device probe says is
+//                                      free on each device now, all of it or
+//                                      P% of it, P a decimal in (0, 100] as
+//                                      for percent ("free" is "free-100%")
 // optimum-rbln-cli reads a bare whole number as bytes, so "1" (one byte, or
 // "01") is refused, saying to write 1.0, 100% or 1B; a bare number above 1
 // is refused when it is below 1 MiB ("80": did you mean 80%? write 80B for
 // bytes) or has a fractional part ("1.5"). No signs, exponents, NaN or
 // infinities; at most 18 fractional digits; byte counts must fit in 64 bits.
 // A unit one letter short ("10G", "10Gi") is refused with the unit it may
-// have meant.
+// have meant. "free" is case-insensitive like the units; "free-", "free-90"
+// (no '%'), "free-0%", "free-101%" and anything else after "free" are
+// refused, saying the form.
 //
 // Values: a fraction is kept exactly (numerator/denominator, a power of ten)
 // for display, and applied as optimum-rbln applies it, in double precision:
 // floor(available per device * f) then divided evenly over the chiplets.
 // Byte counts are whole numbers (a fractional byte count is rounded down).
+// A free budget keeps its P% as a fraction the same way, but it is not a
+// fraction of the device's available DRAM: it needs the live probe's figures
+// of what is in use, so PerNodeBytes refuses it and the caller sizes it with
+// FreeBudgetPerBucket (core/device/free_budget.h).
 //
 // Thread-safe: an immutable value type.
 #ifndef RBLN_CORE_BUDGET_H_
@@ -48,20 +58,30 @@ class MemoryBudget {
   // Bytes per device (node).
   static MemoryBudget Bytes(uint64_t bytes);
 
-  bool is_fraction() const { return is_fraction_; }
+  // "free-P%" (P as the percent grammar reads it): P/100 of what is free
+  // now; requires 0 < numerator <= denominator. Free(1, 1) is "free".
+  static MemoryBudget Free(uint64_t numerator, uint64_t denominator);
+
+  // Exactly one of is_fraction(), is_free() and a byte budget (neither).
+  bool is_fraction() const { return kind_ == Kind::kFraction; }
+  bool is_free() const { return kind_ == Kind::kFree; }
+  // The fraction of a fraction budget, or the P/100 of a free one (1/1 for
+  // "free"); 1/1 for a byte budget.
   uint64_t numerator() const { return numerator_; }
   uint64_t denominator() const { return denominator_; }
+  // 0 unless a byte budget.
   uint64_t bytes() const { return bytes_; }
 
   // The fraction as optimum-rbln computes it from the text: the decimal as a
-  // double, divided by 100.0 for a percentage.
+  // double, divided by 100.0 for a percentage (a free budget's P too).
   double fraction_value() const { return fraction_value_; }
 
   // The budget of one whole node of `device`:
   //   fraction f: floor(double(device.AvailablePerNode()) * f)
   //   bytes X:    X
   // A byte budget above device.AvailablePerNode() is INVALID_ARGUMENT naming
-  // both numbers.
+  // both numbers. A free budget is FAILED_PRECONDITION: it needs the live
+  // probe's figures (FreeBudgetPerBucket, core/device/free_budget.h).
   absl::StatusOr<uint64_t> PerNodeBytes(const DeviceSpec& device) const;
 
   // The budget of one chiplet of `device`: PerNodeBytes divided by
@@ -69,16 +89,23 @@ class MemoryBudget {
   absl::StatusOr<uint64_t> PerChipletBytes(const DeviceSpec& device) const;
 
   // A canonical human form: "80%" for fractions (up to 18 decimals, trailing
-  // zeros removed), "10000000000 bytes" for byte budgets.
+  // zeros removed), "10000000000 bytes" for byte budgets, "free" and
+  // "free-90%" for free budgets (both parse back to the same budget).
   std::string ToString() const;
 
  private:
+  enum class Kind { kFraction, kBytes, kFree };
+
   MemoryBudget() = default;
   // A fraction parsed from text: exact for display, `value` for arithmetic.
   static MemoryBudget FractionOfText(std::pair<uint64_t, uint64_t> exact,
                                      double value);
+  // "free" or "free-P%" (`text` is the whole input, for messages).
+  static absl::StatusOr<MemoryBudget> ParseFree(absl::string_view text);
+  // The fraction as a percentage: "80%", "12.5%".
+  std::string PercentString() const;
 
-  bool is_fraction_ = true;
+  Kind kind_ = Kind::kFraction;
   uint64_t numerator_ = 1;
   uint64_t denominator_ = 1;
   double fraction_value_ = 1.0;

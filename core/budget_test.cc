@@ -26,7 +26,8 @@ constexpr uint64_t kCr13PerChiplet = 35 * kGiB;               // 37580963840
 void ExpectSameBudget(const MemoryBudget& actual,
                       const MemoryBudget& expected) {
   EXPECT_EQ(actual.is_fraction(), expected.is_fraction());
-  if (expected.is_fraction()) {
+  EXPECT_EQ(actual.is_free(), expected.is_free());
+  if (expected.is_fraction() || expected.is_free()) {
     EXPECT_EQ(actual.numerator(), expected.numerator());
     EXPECT_EQ(actual.denominator(), expected.denominator());
   } else {
@@ -380,6 +381,101 @@ TEST(MemoryBudgetToStringTest, BytesPrintAsAWholeCount) {
     ExpectSameBudget(*again, *budget);
   }
   EXPECT_EQ(MemoryBudget::Bytes(10000000000).ToString(), "10000000000 bytes");
+}
+
+TEST(MemoryBudgetFreeTest, ParsesFreeAndFreePercent) {
+  const AcceptCase cases[] = {
+      {"free", MemoryBudget::Free(1, 1)},
+      {" FREE ", MemoryBudget::Free(1, 1)},
+      {"free-100%", MemoryBudget::Free(1, 1)},
+      {"free-90%", MemoryBudget::Free(9, 10)},
+      {"Free-12.5%", MemoryBudget::Free(125, 1000)},
+      {"free-0.0000000000000001%", MemoryBudget::Free(1, 1000000000000000000)},
+  };
+  for (const AcceptCase& c : cases) {
+    SCOPED_TRACE(absl::StrCat("input \"", c.text, "\""));
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(c.text);
+    ASSERT_TRUE(budget.ok()) << budget.status();
+    EXPECT_TRUE(budget->is_free());
+    EXPECT_FALSE(budget->is_fraction());
+    EXPECT_EQ(budget->bytes(), 0u);
+    ExpectSameBudget(*budget, c.expected);
+  }
+  // The fraction as a percentage budget keeps it, exact and as a double.
+  absl::StatusOr<MemoryBudget> free90 = MemoryBudget::Parse("free-90%");
+  ASSERT_TRUE(free90.ok()) << free90.status();
+  EXPECT_EQ(free90->fraction_value(), 90.0 / 100);
+  EXPECT_EQ(MemoryBudget::Parse("free")->fraction_value(), 1.0);
+  // The same text without "free-" is a fraction of the available DRAM.
+  EXPECT_FALSE(MemoryBudget::Parse("90%")->is_free());
+}
+
+TEST(MemoryBudgetFreeTest, RefusesOtherFormsSayingTheForm) {
+  const RefuseCase cases[] = {
+      {"free-", "has a percentage that is empty"},
+      {"free-90", "has no % after the percentage"},
+      {"free-0%", "has a percentage that is zero"},
+      {"free-101%", "has a percentage that is above 100%"},
+      {"free-90GB", "has no % after the percentage"},
+      {"free-0.8", "has no % after the percentage"},
+      {"free--5%", "has a sign"},
+      {"free-1e2%", "uses an exponent"},
+      {"free-12.34567890123456789%", "fractional digits in a percentage"},
+      {"free90%", "expected nothing or -P% after free"},
+      {"free 90%", "expected nothing or -P% after free"},
+      {"freedom", "expected nothing or -P% after free"},
+  };
+  for (const RefuseCase& c : cases) {
+    SCOPED_TRACE(absl::StrCat("input \"", c.text, "\""));
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(c.text);
+    ASSERT_FALSE(budget.ok());
+    EXPECT_EQ(budget.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(budget.status().message());
+    EXPECT_THAT(message, HasSubstr(absl::StrCat("\"", c.text, "\"")));
+    EXPECT_THAT(message, HasSubstr(c.problem));
+    EXPECT_THAT(message, HasSubstr("free-P% with P in (0, 100], like "
+                                   "free-90%"));
+  }
+  // Every other refusal names the free forms among what is accepted.
+  EXPECT_THAT(MemoryBudget::Parse("80").status().message(),
+              HasSubstr("or free or free-90%"));
+}
+
+TEST(MemoryBudgetFreeTest, NeedsTheProbesFiguresToBecomeBytes) {
+  absl::StatusOr<DeviceSpec> device = LookupDeviceSpec("RBLN-CA12");
+  ASSERT_TRUE(device.ok()) << device.status();
+  for (const char* text : {"free", "free-90%"}) {
+    SCOPED_TRACE(text);
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(text);
+    ASSERT_TRUE(budget.ok()) << budget.status();
+    for (const absl::StatusOr<uint64_t>& bytes :
+         {budget->PerNodeBytes(*device), budget->PerChipletBytes(*device)}) {
+      EXPECT_EQ(bytes.status().code(), absl::StatusCode::kFailedPrecondition);
+      EXPECT_THAT(bytes.status().message(),
+                  HasSubstr(absl::StrCat("a ", text,
+                                         " budget needs the live device "
+                                         "probe's figures")));
+    }
+  }
+}
+
+TEST(MemoryBudgetFreeTest, PrintsAsParsedAndRoundTrips) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"free", "free"},
+      {"FREE-100%", "free"},
+      {"free-90%", "free-90%"},
+      {"free-12.50%", "free-12.5%"},
+  };
+  for (const auto& [text, expected] : cases) {
+    SCOPED_TRACE(absl::StrCat("input \"", text, "\""));
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(text);
+    ASSERT_TRUE(budget.ok()) << budget.status();
+    EXPECT_EQ(budget->ToString(), expected);
+    absl::StatusOr<MemoryBudget> again = MemoryBudget::Parse(expected);
+    ASSERT_TRUE(again.ok()) << again.status();
+    ExpectSameBudget(*again, *budget);
+  }
+  EXPECT_EQ(MemoryBudget::Free(1, 3).ToString(), "free-33.3333333333333333%");
 }
 
 TEST(ParseByteSizeTest, ReadsRblnSmiSizesAsItPrintsThem) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -30,12 +31,13 @@ namespace {
 constexpr absl::string_view kNpus[] = {"RBLN-CA12", "RBLN-CR13"};
 
 void CheckRoundTrip(const MemoryBudget& budget) {
-  const std::string text = budget.is_fraction()
+  const std::string text = budget.is_fraction() || budget.is_free()
                                ? budget.ToString()
                                : absl::StrCat(budget.bytes(), "B");
   absl::StatusOr<MemoryBudget> again = MemoryBudget::Parse(text);
   RBLN_FUZZ_CHECK(again.ok(), "\"", text, "\": ", again.status().ToString());
   RBLN_FUZZ_CHECK(again->is_fraction() == budget.is_fraction() &&
+                      again->is_free() == budget.is_free() &&
                       again->numerator() == budget.numerator() &&
                       again->denominator() == budget.denominator() &&
                       again->bytes() == budget.bytes(),
@@ -44,6 +46,13 @@ void CheckRoundTrip(const MemoryBudget& budget) {
 
 void CheckPerChiplet(const MemoryBudget& budget, const DeviceSpec& device) {
   absl::StatusOr<uint64_t> per_chiplet = budget.PerChipletBytes(device);
+  if (budget.is_free()) {
+    // Only the live probe's figures size it (core/device/free_budget.h).
+    RBLN_FUZZ_CHECK(
+        per_chiplet.status().code() == absl::StatusCode::kFailedPrecondition,
+        budget.ToString(), ": ", per_chiplet.status().ToString());
+    return;
+  }
   if (budget.is_fraction()) {
     RBLN_FUZZ_CHECK(per_chiplet.ok(), per_chiplet.status().ToString());
     RBLN_FUZZ_CHECK(*per_chiplet <= device.AvailablePerChiplet(),
@@ -64,7 +73,7 @@ void FuzzBudget(absl::string_view text) {
   absl::StatusOr<uint64_t> size = ParseByteSize(text, ByteUnits::kBinary);
   if (!budget.ok()) return;
 
-  if (budget->is_fraction()) {
+  if (budget->is_fraction() || budget->is_free()) {
     RBLN_FUZZ_CHECK(
         budget->numerator() > 0 && budget->numerator() <= budget->denominator(),
         budget->numerator(), "/", budget->denominator());
@@ -82,7 +91,8 @@ void FuzzBudget(absl::string_view text) {
   }
   if (size.ok()) {
     // ParseByteSize needs a unit, and with a unit a budget is bytes.
-    RBLN_FUZZ_CHECK(!budget->is_fraction() && budget->bytes() == *size,
+    RBLN_FUZZ_CHECK(!budget->is_fraction() && !budget->is_free() &&
+                        budget->bytes() == *size,
                     "budget ", budget->ToString(), ", size ", *size);
   }
 }
