@@ -53,6 +53,10 @@ class SpecTableProvider : public DramProvider {
         spec, it != sources_.end() ? it->second : SourceOf(spec), {}};
   }
 
+  absl::StatusOr<std::vector<ProbedDevice>> ProbeNow() override {
+    return NotALiveProbe("the spec table (the device probe is off)");
+  }
+
   DeviceReport Report() override {
     DeviceReport report;
     report.source = "spec table (no device probe)";
@@ -98,6 +102,10 @@ class OverrideProvider : public DramProvider {
                       {}};
   }
 
+  absl::StatusOr<std::vector<ProbedDevice>> ProbeNow() override {
+    return NotALiveProbe("the override of the device DRAM (--device-dram)");
+  }
+
   DeviceReport Report() override {
     DeviceReport report;
     report.source = "override (--device-dram)";
@@ -112,6 +120,17 @@ class OverrideProvider : public DramProvider {
 };
 
 }  // namespace
+
+absl::StatusOr<std::vector<ProbedDevice>> DramProvider::ProbeNow() {
+  return NotALiveProbe(Report().source);
+}
+
+absl::Status NotALiveProbe(absl::string_view source) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the DRAM figures come from ", source,
+      ", not a live probe, so a `free` budget cannot be computed; give a "
+      "byte budget, or reserve the other models with --beside"));
+}
 
 absl::Status NoNpuNamed(absl::string_view why_no_host_npu) {
   return absl::FailedPreconditionError(absl::StrCat(

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/device/device_spec.h"
+#include "core/device/rbln_smi.h"
 
 namespace rbln {
 
@@ -76,7 +77,20 @@ class DramProvider {
   // server/describe_replies.h) and use it again without asking; 0 when the
   // provider cannot say so now (ask ForNpu). Never waits.
   virtual uint64_t AnswersGeneration() { return 0; }
+  // What the live probe sees now, for a `free` budget
+  // (core/device/free_budget.h): the probe runs afresh, whatever its cache
+  // holds, and its answer becomes the cached one. May wait for the tool (up
+  // to its timeout). Providers that are not a live probe, and a probe that
+  // fails (its figures are then the spec table's), answer
+  // FAILED_PRECONDITION (NotALiveProbe).
+  virtual absl::StatusOr<std::vector<ProbedDevice>> ProbeNow();
 };
+
+// FAILED_PRECONDITION: the DRAM figures come from `source` ("the spec table
+// (no device probe)"), not a live probe, so a `free` budget cannot be
+// computed; says to give a byte budget or reserve the other models with
+// --beside.
+absl::Status NotALiveProbe(absl::string_view source);
 
 // FAILED_PRECONDITION: the artifact names no NPU and `why_no_host_npu`
 // ("the probe is off"), so there are no figures; says to give

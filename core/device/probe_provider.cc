@@ -41,6 +41,7 @@ struct Probe {
 
 // "/dev/rbln0" for the "rbln0" that rbln-smi prints.
 std::string NodePath(absl::string_view node) {
+  if (node.empty()) return "";  // -j may not say
   if (node.find('/') != absl::string_view::npos) return std::string(node);
   return absl::StrCat("/dev/", node);
 }
@@ -237,6 +238,20 @@ class ProbeProvider : public DramProvider {
     return options_.clock() < stale_at ? generation : 0;
   }
 
+  absl::StatusOr<std::vector<ProbedDevice>> ProbeNow() override {
+    Probe probe;
+    {
+      absl::MutexLock lock(&mu_);
+      probe = Refresh();
+    }
+    if (probe.devices.ok()) return *std::move(probe.devices);
+    return NotALiveProbe(
+        probe.warn
+            ? absl::StrCat("the spec table (the probe of ", probe.tool,
+                           " failed: ", probe.devices.status().message(), ")")
+            : "the spec table (no rbln-smi or rbln-stat on PATH)");
+  }
+
   bool AnswersWithoutWaiting() override {
     if (!mu_.TryLock()) return false;  // a probe is running
     const bool fresh = IsFresh();
@@ -254,6 +269,11 @@ class ProbeProvider : public DramProvider {
   Probe Latest() {
     absl::MutexLock lock(&mu_);
     if (IsFresh()) return *cached_;
+    return Refresh();
+  }
+
+  // Runs the tool afresh and makes its answer the cached one.
+  Probe Refresh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Probe fresh = Run();
     CountProbe(ResultOf(fresh));
     const std::string summary = Summary(fresh);
@@ -272,8 +292,8 @@ class ProbeProvider : public DramProvider {
     return fresh;
   }
 
-  Probe Run() const {
-    Probe probe;
+  // The program to run, in probe.tool; on failure probe.devices says why.
+  bool ResolveTool(Probe& probe) const {
     const char* env_path = std::getenv("PATH");
     const std::string search_path =
         options_.search_path.value_or(env_path != nullptr ? env_path : "");
@@ -283,38 +303,62 @@ class ProbeProvider : public DramProvider {
             FindExecutableOnPath(name, search_path);
         if (found.ok()) {
           probe.tool = *found;
-          break;
+          return true;
         }
       }
-      if (probe.tool.empty()) {
-        probe.devices = absl::NotFoundError(absl::StrCat(
-            "neither rbln-smi nor rbln-stat is on PATH (", search_path, ")"));
-        probe.warn = false;
-        return probe;
-      }
-    } else if (options_.tool.find('/') == std::string::npos) {
-      absl::StatusOr<std::string> found =
-          FindExecutableOnPath(options_.tool, search_path);
-      if (!found.ok()) {
-        probe.tool = options_.tool;
-        probe.devices = found.status();
-        return probe;
-      }
-      probe.tool = *found;
-    } else {
-      probe.tool = options_.tool;
+      probe.devices = absl::NotFoundError(absl::StrCat(
+          "neither rbln-smi nor rbln-stat is on PATH (", search_path, ")"));
+      probe.warn = false;
+      return false;
     }
-    absl::StatusOr<std::string> output =
-        RunProcessForOutput({probe.tool}, {.timeout = options_.timeout});
+    if (options_.tool.find('/') != std::string::npos) {
+      probe.tool = options_.tool;
+      return true;
+    }
+    absl::StatusOr<std::string> found =
+        FindExecutableOnPath(options_.tool, search_path);
+    probe.tool = found.ok() ? *found : options_.tool;
+    if (!found.ok()) probe.devices = found.status();
+    return found.ok();
+  }
+
+  // `TOOL -j` first. Its JSON is read as JSON only; output that is a device
+  // table (a tool that ignores -j) is read as one without running the tool
+  // again. A non-zero exit, or output that is neither, means -j is not
+  // understood: then `TOOL` plainly, and its table, as before -j. A tool
+  // that hangs or floods is not run twice.
+  Probe Run() const {
+    Probe probe;
+    if (!ResolveTool(probe)) return probe;
+    const RunProcessOptions run{.timeout = options_.timeout};
+    absl::StatusOr<ProcessResult> json = RunProcess({probe.tool, "-j"}, run);
+    if (!json.ok()) {
+      probe.devices = json.status();
+      return probe;
+    }
+    if (json->exit_status == 0) {
+      if (LooksLikeRblnSmiJson(json->stdout_text)) {
+        probe.devices = ParseRblnSmiJson(json->stdout_text);
+        return Unreadable(std::move(probe), " -j");
+      }
+      probe.devices = ParseRblnSmi(json->stdout_text);
+      if (probe.devices.ok()) return probe;
+    }
+    absl::StatusOr<std::string> output = RunProcessForOutput({probe.tool}, run);
     if (!output.ok()) {
       probe.devices = output.status();
       return probe;
     }
     probe.devices = ParseRblnSmi(*output);
+    return Unreadable(std::move(probe), "");
+  }
+
+  // A parse failure says whose output it was.
+  static Probe Unreadable(Probe probe, absl::string_view arguments) {
     if (!probe.devices.ok()) {
       probe.devices = absl::InvalidArgumentError(
-          absl::StrCat("cannot read the output of ", probe.tool, ": ",
-                       probe.devices.status().message()));
+          absl::StrCat("cannot read the output of ", probe.tool, arguments,
+                       ": ", probe.devices.status().message()));
     }
     return probe;
   }

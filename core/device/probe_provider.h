@@ -1,7 +1,8 @@
 // The live device probe (docs/device-dram.md): a DramProvider that runs
-// `rbln-smi` (or the older `rbln-stat`), reads its device table
-// (core/device/rbln_smi.h), and falls back to the spec table whenever the probe
-// cannot answer.
+// `rbln-smi -j` (or the older `rbln-stat`) and reads its JSON, or, when -j is
+// not understood, runs the tool plainly and reads its device table
+// (core/device/rbln_smi.h); it falls back to the spec table whenever the
+// probe cannot answer.
 //
 // What it answers:
 //  * ForNpu(npu): the artifact's target NPU decides the spec. Devices of that
@@ -16,6 +17,9 @@
 //    the spec table's answer plus a warning saying what went wrong. No tool
 //    configured and none on the search path is an ordinary host without
 //    NPUs: the spec table, without a warning.
+//
+//  * ProbeNow(): the devices as a new probe sees them now, for a `free`
+//    budget; that probe's answer replaces the cached one.
 //
 // One probe's answer serves every caller for `cache_ttl`; a probe runs on
 // one thread at a time and concurrent callers wait for it and share its

@@ -498,5 +498,133 @@ TEST_F(ProbeProviderTest, ConcurrentCallersShareOneProbe) {
   EXPECT_EQ(Runs(), 1u);
 }
 
+TEST_F(ProbeProviderTest, JsonIsReadWhenTheToolKnowsJ) {
+  const std::string tool = FakeTool(
+      absl::StrCat("if [ \"$1\" = -j ]; then cat '",
+                   testing::TestdataPath("rbln-smi/rbln-smi-json-ca12.json"),
+                   "'; else echo 'table asked'; exit 9; fi"));
+  std::unique_ptr<DramProvider> provider = NewProbeProvider(Options(tool));
+  DeviceReport report = provider->Report();
+  EXPECT_THAT(report.warnings, IsEmpty());
+  ASSERT_THAT(report.devices, SizeIs(2));
+  // Exact bytes, where the table prints 2.4GB.
+  EXPECT_EQ(report.devices[0].used_bytes, 5100273664u);
+  EXPECT_EQ(report.devices[0].device_node, "/dev/rbln0");
+  EXPECT_EQ(Runs(), 1u);
+  absl::StatusOr<DramChoice> choice = provider->ForNpu("RBLN-CA12");
+  ASSERT_TRUE(choice.ok()) << choice.status();
+  EXPECT_THAT(choice->warnings, IsEmpty());  // -j's total is the spec's
+  EXPECT_THAT(choice->source, HasSubstr("probe: "));
+}
+
+TEST_F(ProbeProviderTest, AToolThatRefusesJIsRunPlainlyForItsTable) {
+  const std::string tool = FakeTool(absl::StrCat(
+      "if [ \"$1\" = -j ]; then echo 'unknown option -j' >&2; exit 2; fi; "
+      "cat '",
+      testing::TestdataPath("rbln-smi/rbln-smi-atom-ca12.txt"), "'"));
+  std::unique_ptr<DramProvider> provider = NewProbeProvider(Options(tool));
+  DeviceReport report = provider->Report();
+  EXPECT_THAT(report.warnings, IsEmpty());
+  ASSERT_THAT(report.devices, SizeIs(2));
+  EXPECT_EQ(report.devices[0].used_bytes, 2400000000u);  // the table's 2.4GB
+  EXPECT_EQ(Runs(), 2u);
+}
+
+TEST_F(ProbeProviderTest, AToolThatIgnoresJIsReadOnceAsATable) {
+  std::unique_ptr<DramProvider> provider =
+      NewProbeProvider(Options(FakePrinting("rbln-smi-atom-ca12.txt")));
+  DeviceReport report = provider->Report();
+  ASSERT_THAT(report.devices, SizeIs(2));
+  EXPECT_EQ(report.devices[0].used_bytes, 2400000000u);
+  EXPECT_EQ(Runs(), 1u);
+}
+
+TEST_F(ProbeProviderTest, UsageOnStdoutForJIsFollowedByAPlainRun) {
+  const std::string tool = FakeTool(absl::StrCat(
+      "if [ \"$1\" = -j ]; then echo 'usage: rbln-smi [-a]'; exit 0; fi; "
+      "cat '",
+      testing::TestdataPath("rbln-smi/rbln-smi-rebel-cr13.txt"), "'"));
+  std::unique_ptr<DramProvider> provider = NewProbeProvider(Options(tool));
+  EXPECT_THAT(provider->Report().devices, SizeIs(4));
+  EXPECT_EQ(Runs(), 2u);
+}
+
+TEST_F(ProbeProviderTest, UnreadableJsonFailsWithoutFallingBackToTheTable) {
+  const std::string tool = FakeTool(absl::StrCat(
+      "if [ \"$1\" = -j ]; then echo '{\"devices\": [{\"npu\": \"0\"}]}'; "
+      "exit 0; fi; cat '",
+      testing::TestdataPath("rbln-smi/rbln-smi-atom-ca12.txt"), "'"));
+  std::unique_ptr<DramProvider> provider = NewProbeProvider(Options(tool));
+  ExpectSpecFallback(*provider,
+                     absl::StrCat("cannot read the output of ", tool,
+                                  " -j: devices[0] (npu 0) has no memory "
+                                  "figures"));
+  EXPECT_EQ(Runs(), 2u);  // ForNpu and Report, each -j only
+}
+
+TEST_F(ProbeProviderTest, ProbeNowProbesAfreshAndRefreshesTheCache) {
+  // The fake prints -j's JSON with `used` read from a file the test writes.
+  const std::string used = dir_.Join("used");
+  testing::WriteFileOrDie(used, "1000");
+  const std::string tool = FakeTool(absl::StrCat(
+      "printf '{\"devices\": [{\"npu\": \"0\", \"name\": \"RBLN-CA12\", "
+      "\"device\": \"rbln0\", \"memory\": {\"used\": \"%s\", \"total\": "
+      "\"16877879296\"}}]}' \"$(cat '",
+      used, "')\""));
+  FakeClock clock;
+  ProbeOptions options = Options(tool);
+  options.cache_ttl = absl::Seconds(5);
+  options.clock = [&clock]() { return clock.Now(); };
+  std::unique_ptr<DramProvider> provider = NewProbeProvider(options);
+  ASSERT_THAT(provider->Report().devices, SizeIs(1));
+  EXPECT_EQ(provider->Report().devices[0].used_bytes, 1000u);
+  EXPECT_EQ(Runs(), 1u);
+  const uint64_t generation = provider->AnswersGeneration();
+
+  testing::WriteFileOrDie(used, "7000");
+  // Within the TTL the cache still answers...
+  EXPECT_EQ(provider->Report().devices[0].used_bytes, 1000u);
+  // ...but ProbeNow runs the tool again.
+  absl::StatusOr<std::vector<ProbedDevice>> now = provider->ProbeNow();
+  ASSERT_TRUE(now.ok()) << now.status();
+  ASSERT_THAT(*now, SizeIs(1));
+  EXPECT_EQ((*now)[0].used_bytes, 7000u);
+  EXPECT_EQ(Runs(), 2u);
+  // Its answer is the cached one now.
+  EXPECT_EQ(provider->Report().devices[0].used_bytes, 7000u);
+  EXPECT_EQ(Runs(), 2u);
+  EXPECT_NE(provider->AnswersGeneration(), generation);
+}
+
+TEST_F(ProbeProviderTest, ProbeNowRefusesFiguresThatAreNotALiveProbe) {
+  testing::TempDir empty;
+  ProbeOptions no_tool = Options("");
+  no_tool.search_path = empty.path();
+  const std::string failing = FakeTool("echo 'no driver' >&2; exit 3");
+  const struct {
+    std::unique_ptr<DramProvider> provider;
+    std::string source;
+  } cases[] = {
+      {NewSpecTableProvider(), "from the spec table (the device probe is off)"},
+      {NewOverrideProvider({uint64_t{16} << 30, 1}),
+       "from the override of the device DRAM (--device-dram)"},
+      {NewProbeProvider(no_tool),
+       "from the spec table (no rbln-smi or rbln-stat on PATH)"},
+      {NewProbeProvider(Options(failing)),
+       absl::StrCat("from the spec table (the probe of ", failing,
+                    " failed: ", failing, " exited with status 3: no driver)")},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.source);
+    absl::StatusOr<std::vector<ProbedDevice>> now = c.provider->ProbeNow();
+    EXPECT_EQ(now.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(now.status().message(),
+                AllOf(HasSubstr(c.source),
+                      HasSubstr("not a live probe, so a `free` budget cannot "
+                                "be computed; give a byte budget, or reserve "
+                                "the other models with --beside")));
+  }
+}
+
 }  // namespace
 }  // namespace rbln
