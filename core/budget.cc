@@ -1,5 +1,6 @@
 #include "core/budget.h"
 
+#include <algorithm>
 #include <cassert>
 #include <limits>
 #include <utility>
@@ -11,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/status_macros.h"
 #include "core/text.h"
@@ -390,6 +392,41 @@ absl::StatusOr<MemoryBudget> MemoryBudget::ParseFree(absl::string_view text) {
   MemoryBudget budget = FractionOfText(percent->exact, percent->value);
   budget.kind_ = Kind::kFree;
   return budget;
+}
+
+absl::StatusOr<std::vector<int>> ParseDeviceList(absl::string_view text) {
+  const auto refuse = [text](absl::string_view problem) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device list \"", Echo(text), "\" ", problem,
+        "; write NPU indexes separated by commas, like 2,3 (node 0 on device "
+        "2, node 1 on device 3)"));
+  };
+  if (absl::StripAsciiWhitespace(text).empty()) return refuse("is empty");
+  std::vector<int> devices;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    if (item.empty()) return refuse("has an empty item");
+    int index = 0;
+    for (char c : item) {
+      if (!IsDigit(c) || index > kMaxDeviceIndex) {
+        return refuse(
+            IsDigit(c) ? absl::StrCat("has an index past ", kMaxDeviceIndex)
+                       : absl::StrCat("has \"", Echo(item),
+                                      "\", which is not an NPU index (a whole "
+                                      "number from 0 to ",
+                                      kMaxDeviceIndex, ")"));
+      }
+      index = index * 10 + (c - '0');
+    }
+    if (index > kMaxDeviceIndex) {
+      return refuse(absl::StrCat("has an index past ", kMaxDeviceIndex));
+    }
+    if (std::find(devices.begin(), devices.end(), index) != devices.end()) {
+      return refuse(absl::StrCat("names device ", index, " twice"));
+    }
+    devices.push_back(index);
+  }
+  return devices;
 }
 
 MemoryBudget MemoryBudget::Fraction(uint64_t numerator, uint64_t denominator) {

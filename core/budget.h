@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -134,6 +135,21 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text, ByteUnits units);
 // that refuse small bare numbers as a forgotten unit.
 absl::StatusOr<uint64_t> ParseByteCount(absl::string_view text,
                                         bool* bare = nullptr);
+
+// The largest NPU index --devices takes: rbln-smi -j lists at most 256
+// devices (core/device/rbln_smi.h).
+inline constexpr int kMaxDeviceIndex = 255;
+
+// The `--devices` list that goes with a `free` budget: which probed devices
+// the nodes of a group sit on, node i on the i-th ("2,3": node 0 on device
+// 2, node 1 on device 3). Comma-separated NPU indexes, each a whole decimal
+// number in [0, kMaxDeviceIndex], white space around each ignored.
+// INVALID_ARGUMENT, quoting the input and saying the form, for an empty
+// list or item ("2,,3", "2,"), anything but digits ("rbln2", "-1", "2.0"),
+// an index past kMaxDeviceIndex, or an index given twice. Here, in the
+// base, so that the client and the server read it alike; core/device/
+// free_budget.h checks it against the probed devices.
+absl::StatusOr<std::vector<int>> ParseDeviceList(absl::string_view text);
 
 }  // namespace rbln
 

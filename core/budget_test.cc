@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -560,6 +561,49 @@ TEST(ParseByteCountTest, BareCountsAreBytesAndUnitsAreSizes) {
   }
   EXPECT_THAT(ParseByteCount("10G").status().message(),
               HasSubstr("did you mean 10GB?"));
+}
+
+TEST(ParseDeviceListTest, ReadsIndexesInOrder) {
+  const std::pair<std::string, std::vector<int>> cases[] = {
+      {"2,3", {2, 3}},           {"3,2", {3, 2}}, {"0", {0}},
+      {" 1 , 0 ,2 ", {1, 0, 2}}, {"255", {255}},  {"007", {7}},
+  };
+  for (const auto& [text, expected] : cases) {
+    SCOPED_TRACE(absl::StrCat("input \"", text, "\""));
+    absl::StatusOr<std::vector<int>> devices = ParseDeviceList(text);
+    ASSERT_TRUE(devices.ok()) << devices.status();
+    EXPECT_EQ(*devices, expected);
+  }
+}
+
+TEST(ParseDeviceListTest, RefusesJunkEmptyItemsAndDuplicates) {
+  const RefuseCase cases[] = {
+      {"", "is empty"},
+      {" ", "is empty"},
+      {"2,,3", "has an empty item"},
+      {"2,", "has an empty item"},
+      {",2", "has an empty item"},
+      {"rbln2", "has \"rbln2\", which is not an NPU index"},
+      {"-1", "has \"-1\", which is not an NPU index"},
+      {"+1", "which is not an NPU index"},
+      {"2.0", "which is not an NPU index"},
+      {"2 3", "which is not an NPU index"},
+      {"0x2", "which is not an NPU index"},
+      {"256", "has an index past 255"},
+      {"99999999999999999999999", "has an index past 255"},
+      {"2,3,2", "names device 2 twice"},
+      {"02,2", "names device 2 twice"},
+  };
+  for (const RefuseCase& c : cases) {
+    SCOPED_TRACE(absl::StrCat("input \"", c.text, "\""));
+    absl::StatusOr<std::vector<int>> devices = ParseDeviceList(c.text);
+    ASSERT_FALSE(devices.ok());
+    EXPECT_EQ(devices.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(devices.status().message());
+    EXPECT_THAT(message, HasSubstr(absl::StrCat("\"", c.text, "\"")));
+    EXPECT_THAT(message, HasSubstr(c.problem));
+    EXPECT_THAT(message, HasSubstr("like 2,3"));
+  }
 }
 
 }  // namespace
