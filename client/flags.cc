@@ -107,6 +107,7 @@ struct RawFlags {
   std::string prefix;
   std::vector<std::string> colocate;
   std::string weights;
+  std::string devices;
   std::string model_id;
   std::string output_dir;
   bool replace = false;
@@ -131,6 +132,7 @@ struct RawFlags {
   CLI::Option* prefix_opt = nullptr;
   CLI::Option* colocate_opt = nullptr;
   CLI::Option* weights_opt = nullptr;
+  CLI::Option* devices_opt = nullptr;
   CLI::Option* model_id_opt = nullptr;
   CLI::Option* output_dir_opt = nullptr;
   CLI::Option* replace_opt = nullptr;
@@ -161,7 +163,10 @@ void DefineOperationFlags(CLI::App& app, RawFlags& f) {
                                 "are binary as in optimum-rbln-cli, so 10GB = "
                                 "10GiB; a bare number is bytes only from "
                                 "1048576 up, and a bare 1 is refused: it is "
-                                "one byte to optimum-rbln-cli)")
+                                "one byte to optimum-rbln-cli), or free / "
+                                "free-90%: what is free on each device now, "
+                                "as rbln-smi says (every loaded model counts, "
+                                "this one too if loaded)")
                      ->type_name("BUDGET")
                      ->group(ops);
   f.describe_opt = app.add_flag("--describe", f.describe,
@@ -220,6 +225,13 @@ void DefineGroupFlags(CLI::App& app, RawFlags& f) {
                      "whole numbers from 1 to 1000, one per artifact "
                      "(default: 1 each)")
           ->type_name("W,W,...")
+          ->group(group);
+  f.devices_opt =
+      app.add_option("--devices", f.devices,
+                     "With a free budget (--set-memory-budget free or "
+                     "free-90%): which of the probed devices the nodes sit "
+                     "on, node i on the i-th (default: in index order)")
+          ->type_name("I,J,...")
           ->group(group);
 }
 
@@ -579,7 +591,22 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   absl::StatusOr<ChosenOperation> chosen = ChooseOperation(f);
   if (!chosen.ok()) return chosen.status();
   std::vector<uint32_t> weights;
+  std::vector<int> devices;
   absl::Status checked = CheckColocate(f, *chosen, &weights);
+  if (checked.ok() && f.devices_opt->count() > 0) {
+    if (chosen->operation != Operation::kFitBudget) {
+      checked = UsageError(absl::StrCat(
+          "--devices goes only with --set-memory-budget, not with ",
+          chosen->flag));
+    } else if (absl::StatusOr<std::vector<int>> list =
+                   ParseDeviceList(f.devices);
+               !list.ok()) {
+      checked =
+          UsageError(absl::StrCat("--devices: ", list.status().message()));
+    } else {
+      devices = *std::move(list);
+    }
+  }
   if (checked.ok()) checked = CheckFlagsGoWith(f, *chosen);
   if (checked.ok()) checked = CheckValues(f, chosen->operation);
   if (!checked.ok()) return checked;
@@ -607,6 +634,7 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   o.prefix = f.prefix;
   o.colocate = f.colocate;
   o.weights = std::move(weights);
+  o.devices = std::move(devices);
   o.json = f.json;
   return o;
 }

@@ -52,9 +52,8 @@ CliOptions ParseOk(const std::vector<std::string>& args) {
 }
 
 TEST(ColocateTest, NamesWeightsAndTheOperationReachTheRequest) {
-  CliOptions options =
-      ParseOk({"--colocate", "a", "team/b", "--weights", "3,1",
-               "--set-memory-budget", "90%", "--dry-run"});
+  CliOptions options = ParseOk({"--colocate", "a", "team/b", "--weights", "3,1",
+                                "--set-memory-budget", "90%", "--dry-run"});
   EXPECT_EQ(options.operation, Operation::kFitBudget);
   EXPECT_EQ(options.colocate, (std::vector<std::string>{"a", "team/b"}));
   EXPECT_EQ(options.weights, (std::vector<uint32_t>{3, 1}));

@@ -53,6 +53,8 @@ struct CliOptions {
   // (one each, or empty for 1).
   std::vector<std::string> colocate;
   std::vector<uint32_t> weights;
+  // --devices: which probed devices the nodes sit on, for a free budget.
+  std::vector<int> devices;
   bool json = false;
   // A TCP --server only (a Unix socket's peer is known by its uid). TLS is
   // on when any of the first three is given; a token needs TLS.

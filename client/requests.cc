@@ -44,6 +44,7 @@ v1::FitMemoryBudgetRequest BuildFitRequest(const CliOptions& options,
   v1::FitMemoryBudgetRequest request;
   request.set_artifact(options.model_id);
   request.set_budget(options.budget);
+  for (int device : options.devices) request.add_devices(device);
   *request.mutable_options() = BuildWriteOptions(options, operation_id);
   return request;
 }
@@ -56,6 +57,7 @@ v1::FitTogetherRequest BuildFitTogetherRequest(const CliOptions& options) {
     member->set_weight(i < options.weights.size() ? options.weights[i] : 1);
   }
   request.set_budget(options.budget);
+  for (int device : options.devices) request.add_devices(device);
   request.set_describe_only(options.operation == Operation::kDescribe);
   request.mutable_options()->set_dry_run(options.dry_run);
   return request;

@@ -223,6 +223,10 @@ grpc::Status ArtifactServiceImpl::FitMemoryBudget(
   WriteRequest request;
   request.name = req->artifact();
   request.budget = *budget;
+  for (uint32_t device : req->devices()) {
+    request.devices.push_back(static_cast<int>(std::min<uint32_t>(
+        device, static_cast<uint32_t>(kMaxDeviceIndex) + 1)));
+  }
   absl::Status status =
       Write(context, *caller, std::move(request), req->options(), resp);
   log.SetCounts(status, resp->previous_num_blocks(), resp->new_num_blocks(),

@@ -25,12 +25,14 @@ absl::StatusOr<GroupRequest> ToGroupRequest(const v1::FitTogetherRequest& req) {
         "member is written in place, with expected_num_blocks as its "
         "compare-and-set");
   }
-  if (!req.devices().empty()) {
-    return absl::UnimplementedError(
-        "devices is not supported yet: the group's nodes sit on the devices "
-        "in index order");
-  }
   GroupRequest request;
+  for (uint32_t device : req.devices()) {
+    if (device > static_cast<uint32_t>(kMaxDeviceIndex)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device ", device, " is past the largest index, ", kMaxDeviceIndex));
+    }
+    request.devices.push_back(static_cast<int>(device));
+  }
   request.describe_only = req.describe_only();
   request.dry_run = options.dry_run();
   if (!req.budget().empty()) {

@@ -129,6 +129,9 @@ struct WriteRequest {
   bool force = false;
   // Compare-and-set: ABORTED unless the current count is this.
   std::optional<uint64_t> expected_current;
+  // A `free` budget: the probed devices node i sits on (empty: index
+  // order). Read by no other budget.
+  std::vector<int> devices;
   // Check every payload segment's checksum before copying it (DATA_LOSS on
   // a mismatch), whatever the payload's size (see kCheapVerifyBytes).
   bool verify = false;
@@ -157,6 +160,9 @@ struct GroupMemberRequest {
 struct GroupRequest {
   std::vector<GroupMemberRequest> members;
   std::optional<MemoryBudget> budget;
+  // The probed devices node i sits on (devices[i]); empty: index order.
+  // Only a `free` budget reads them (core/device/free_budget.h).
+  std::vector<int> devices;
   bool describe_only = false;  // the plan at the current counts
   bool dry_run = false;
   // As WriteRequest's, for every member's write.
@@ -427,6 +433,18 @@ class ArtifactStore {
   absl::StatusOr<std::vector<GroupMemberState>> LoadGroup(
       const GroupRequest& request);
   // Writes the planned counts of `result` (ArtifactStore::FitTogether).
+  // A free budget (core/device/free_budget.h) as the bytes of the node with
+  // the least free memory among those `artifact`'s nodes sit on, probed
+  // afresh, with a warning naming each node's figure; any other budget as
+  // it is.
+  absl::StatusOr<MemoryBudget> ResolveFreeBudget(
+      const MemoryBudget& budget, const std::vector<int>& devices,
+      const Artifact& artifact, const DeviceSpec& spec,
+      std::vector<std::string>* warnings);
+  // The budget of each node of the group, per bucket.
+  absl::StatusOr<std::vector<uint64_t>> GroupBudget(
+      const GroupRequest& request, const GroupMemberState& first,
+      uint32_t nodes, std::vector<std::string>* warnings);
   absl::StatusOr<GroupResult> ApplyGroup(
       const GroupRequest& request, const std::vector<GroupMemberState>& group,
       GroupResult result);

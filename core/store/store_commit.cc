@@ -426,8 +426,14 @@ absl::StatusOr<ResizePlan> ArtifactStore::Plan(const WriteRequest& request,
   const absl::StatusOr<DeviceSpec> spec =
       device.ok() ? absl::StatusOr<DeviceSpec>(device->spec) : device.status();
   ResizePlan plan;
+  std::vector<std::string> budget_warnings;
   if (request.budget.has_value()) {
-    absl::StatusOr<FitPlan> fit = PlanFit(artifact, *request.budget, spec);
+    absl::StatusOr<MemoryBudget> budget =
+        spec.ok() ? ResolveFreeBudget(*request.budget, request.devices,
+                                      artifact, *spec, &budget_warnings)
+                  : absl::StatusOr<MemoryBudget>(*request.budget);
+    if (!budget.ok()) return NameArtifactInFacts(budget.status(), name);
+    absl::StatusOr<FitPlan> fit = PlanFit(artifact, *budget, spec);
     if (!fit.ok()) return NameArtifactInFacts(fit.status(), name);
     result->fit = std::move(fit->fit);
     plan = std::move(fit->plan);
@@ -450,6 +456,8 @@ absl::StatusOr<ResizePlan> ArtifactStore::Plan(const WriteRequest& request,
     result->dram_source = device->source;
     result->warnings = device->warnings;
   }
+  result->warnings.insert(result->warnings.end(), budget_warnings.begin(),
+                          budget_warnings.end());
   result->warnings.insert(result->warnings.end(), plan.warnings.begin(),
                           plan.warnings.end());
   if (!output_name.empty()) {

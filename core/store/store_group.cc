@@ -1,6 +1,7 @@
 // ArtifactStore::FitTogether (core/store/store.h): several artifacts sized
 // together on one device group (core/resize/group_fit.h) and written.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/device/free_budget.h"
 #include "core/error_facts.h"
 #include "core/status_macros.h"
 #include "core/store/store.h"
@@ -130,10 +132,9 @@ absl::StatusOr<GroupResult> ArtifactStore::FitTogether(
     nodes = std::max(nodes, state.model.num_nodes);
   }
   RBLN_RETURN_IF_ERROR(CheckLinedUp(members));
-  RBLN_ASSIGN_OR_RETURN(const uint64_t per_bucket,
-                        BudgetPerBucket(request.budget, group.front().model,
-                                        group.front().device.spec));
-  const std::vector<uint64_t> budget(nodes, per_bucket);
+  std::vector<std::string> warnings = group.front().device.warnings;
+  RBLN_ASSIGN_OR_RETURN(const std::vector<uint64_t> budget,
+                        GroupBudget(request, group.front(), nodes, &warnings));
   GroupPlan plan;
   if (request.describe_only) {
     plan = DescribeGroup(members, counts, budget);
@@ -158,9 +159,67 @@ absl::StatusOr<GroupResult> ArtifactStore::FitTogether(
     result.fits = result.fits && bucket.headroom_bytes >= 0;
   }
   result.buckets = std::move(plan.buckets);
-  result.warnings = group.front().device.warnings;
+  result.warnings = std::move(warnings);
   if (request.describe_only || request.dry_run) return result;
   return ApplyGroup(request, group, std::move(result));
+}
+
+absl::StatusOr<MemoryBudget> ArtifactStore::ResolveFreeBudget(
+    const MemoryBudget& budget, const std::vector<int>& devices,
+    const Artifact& artifact, const DeviceSpec& spec,
+    std::vector<std::string>* warnings) {
+  if (!budget.is_free()) return budget;
+  RBLN_ASSIGN_OR_RETURN(const std::vector<ProbedDevice> live,
+                        device_provider()->ProbeNow());
+  RBLN_ASSIGN_OR_RETURN(
+      const std::vector<FreeNodeBudget> free,
+      FreeBudgetPerBucket(budget, spec, live, devices,
+                          static_cast<int>(artifact.config().num_devices)));
+  uint64_t least = std::numeric_limits<uint64_t>::max();
+  std::vector<std::string> figures;
+  for (const FreeNodeBudget& node : free) {
+    least = std::min(least, node.node_bytes);
+    figures.push_back(absl::StrCat(
+        "device ", node.device_index, ": ", node.node_bytes, " of ",
+        node.available_bytes - std::min(node.available_bytes, node.used_bytes),
+        " bytes free"));
+  }
+  warnings->push_back(absl::StrCat(
+      "budget ", budget.ToString(), " is what is free now on each device (",
+      absl::StrJoin(figures, "; "),
+      "), which counts every loaded model, this one too if it is loaded; the "
+      "fit takes the least of them for every node"));
+  return MemoryBudget::Bytes(least);
+}
+
+absl::StatusOr<std::vector<uint64_t>> ArtifactStore::GroupBudget(
+    const GroupRequest& request, const GroupMemberState& first, uint32_t nodes,
+    std::vector<std::string>* warnings) {
+  if (!request.budget.has_value() || !request.budget->is_free()) {
+    if (!request.devices.empty()) {
+      warnings->push_back(
+          "the devices chosen matter only for a free budget: with any other "
+          "every node has the same budget");
+    }
+    RBLN_ASSIGN_OR_RETURN(
+        const uint64_t per_bucket,
+        BudgetPerBucket(request.budget, first.model, first.device.spec));
+    return std::vector<uint64_t>(nodes, per_bucket);
+  }
+  // What is in use now, probed afresh (not the probe's cache).
+  RBLN_ASSIGN_OR_RETURN(const std::vector<ProbedDevice> live,
+                        device_provider()->ProbeNow());
+  RBLN_ASSIGN_OR_RETURN(
+      const std::vector<FreeNodeBudget> free,
+      FreeBudgetPerBucket(*request.budget, first.device.spec, live,
+                          request.devices, static_cast<int>(nodes)));
+  std::vector<uint64_t> budget;
+  for (const FreeNodeBudget& node : free) {
+    budget.push_back(first.model.granularity == BucketGranularity::kNode
+                         ? node.node_bytes
+                         : node.per_chiplet_bytes);
+  }
+  return budget;
 }
 
 absl::StatusOr<GroupResult> ArtifactStore::ApplyGroup(
