@@ -108,6 +108,7 @@ struct RawFlags {
   std::vector<std::string> colocate;
   std::string weights;
   std::string devices;
+  std::vector<std::string> beside;
   std::string model_id;
   std::string output_dir;
   bool replace = false;
@@ -133,6 +134,7 @@ struct RawFlags {
   CLI::Option* colocate_opt = nullptr;
   CLI::Option* weights_opt = nullptr;
   CLI::Option* devices_opt = nullptr;
+  CLI::Option* beside_opt = nullptr;
   CLI::Option* model_id_opt = nullptr;
   CLI::Option* output_dir_opt = nullptr;
   CLI::Option* replace_opt = nullptr;
@@ -232,6 +234,15 @@ void DefineGroupFlags(CLI::App& app, RawFlags& f) {
                      "free-90%): which of the probed devices the nodes sit "
                      "on, node i on the i-th (default: in index order)")
           ->type_name("I,J,...")
+          ->group(group);
+  f.beside_opt =
+      app.add_option("--beside", f.beside,
+                     "With --set-memory-budget or --set-kvcache-num-blocks: "
+                     "another artifact on the same devices, whose whole "
+                     "memory at its current count is reserved first; "
+                     "repeatable")
+          ->type_name("DIR")
+          ->take_all()
           ->group(group);
 }
 
@@ -405,7 +416,7 @@ absl::Status CheckColocate(const RawFlags& f, const ChosenOperation& op,
   }
   for (const CLI::Option* opt :
        {f.model_id_opt, f.output_dir_opt, f.replace_opt, f.expect_opt,
-        f.force_opt, f.verify_opt}) {
+        f.force_opt, f.verify_opt, f.beside_opt}) {
     if (opt->count() > 0) {
       return UsageError(absl::StrCat(
           opt->get_name(), " does not go with --colocate",
@@ -593,6 +604,13 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   std::vector<uint32_t> weights;
   std::vector<int> devices;
   absl::Status checked = CheckColocate(f, *chosen, &weights);
+  if (checked.ok() && f.beside_opt->count() > 0 &&
+      !IsWriter(chosen->operation)) {
+    checked = UsageError(
+        absl::StrCat("--beside goes only with --set-memory-budget or "
+                     "--set-kvcache-num-blocks, not with ",
+                     chosen->flag));
+  }
   if (checked.ok() && f.devices_opt->count() > 0) {
     if (chosen->operation != Operation::kFitBudget) {
       checked = UsageError(absl::StrCat(
@@ -635,6 +653,7 @@ absl::StatusOr<CliOptions> Validate(const RawFlags& f) {
   o.colocate = f.colocate;
   o.weights = std::move(weights);
   o.devices = std::move(devices);
+  o.beside = f.beside;
   o.json = f.json;
   return o;
 }

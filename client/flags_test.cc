@@ -113,6 +113,15 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{{"--weights", "2,1", "--set-memory-budget", "0.9",
                    "--model-id", "a"},
                   {"--weights goes only with --colocate"}},
+        UsageCase{{"--beside", "c", "--describe", "--model-id", "a"},
+                  {"--beside goes only with --set-memory-budget or "
+                   "--set-kvcache-num-blocks"}},
+        UsageCase{{"--colocate", "a", "b", "--beside", "c",
+                   "--set-memory-budget", "0.9"},
+                  {"--beside does not go with --colocate"}},
+        UsageCase{{"--devices", "1,1", "--set-memory-budget", "free",
+                   "--model-id", "a"},
+                  {"--devices: "}},
         // No operation.
         UsageCase{{}, {"choose one operation"}},
         UsageCase{{"--model-id", "a"}, {"choose one operation"}},

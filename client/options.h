@@ -53,6 +53,8 @@ struct CliOptions {
   // (one each, or empty for 1).
   std::vector<std::string> colocate;
   std::vector<uint32_t> weights;
+  // --beside: artifacts on the same devices, reserved first (writers).
+  std::vector<std::string> beside;
   // --devices: which probed devices the nodes sit on, for a free budget.
   std::vector<int> devices;
   bool json = false;

@@ -83,6 +83,12 @@ absl::StatusOr<CliOptions> ResolvePaths(CliOptions options,
     if (!output_dir.ok()) return output_dir.status();
     options.output_dir = *std::move(output_dir);
   }
+  for (std::string& member : options.beside) {
+    absl::StatusOr<std::string> resolved =
+        ResolveArtifactPath(member, options.server, cwd);
+    if (!resolved.ok()) return resolved.status();
+    member = *std::move(resolved);
+  }
   for (std::string& member : options.colocate) {
     absl::StatusOr<std::string> resolved =
         ResolveArtifactPath(member, options.server, cwd);

@@ -35,6 +35,7 @@ v1::SetKvcacheNumBlocksRequest BuildSetRequest(const CliOptions& options,
   v1::SetKvcacheNumBlocksRequest request;
   request.set_artifact(options.model_id);
   request.set_num_blocks(options.num_blocks);
+  for (const std::string& other : options.beside) request.add_beside(other);
   *request.mutable_options() = BuildWriteOptions(options, operation_id);
   return request;
 }
@@ -45,6 +46,7 @@ v1::FitMemoryBudgetRequest BuildFitRequest(const CliOptions& options,
   request.set_artifact(options.model_id);
   request.set_budget(options.budget);
   for (int device : options.devices) request.add_devices(device);
+  for (const std::string& other : options.beside) request.add_beside(other);
   *request.mutable_options() = BuildWriteOptions(options, operation_id);
   return request;
 }

@@ -198,6 +198,7 @@ grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
   WriteRequest request;
   request.name = req->artifact();
   request.target = req->num_blocks();
+  request.beside.assign(req->beside().begin(), req->beside().end());
   absl::Status status =
       Write(context, *caller, std::move(request), req->options(), resp);
   log.SetCounts(status, resp->previous_num_blocks(), resp->new_num_blocks(),
@@ -223,6 +224,7 @@ grpc::Status ArtifactServiceImpl::FitMemoryBudget(
   WriteRequest request;
   request.name = req->artifact();
   request.budget = *budget;
+  request.beside.assign(req->beside().begin(), req->beside().end());
   for (uint32_t device : req->devices()) {
     request.devices.push_back(static_cast<int>(std::min<uint32_t>(
         device, static_cast<uint32_t>(kMaxDeviceIndex) + 1)));
@@ -291,6 +293,10 @@ absl::Status ArtifactServiceImpl::Write(grpc::ServerContext* context,
       CheckNameForPeer(caller.remote, request.name, "artifact"));
   RBLN_RETURN_IF_ERROR(CheckNameForPeer(caller.remote, options.output_dir(),
                                         "output directory"));
+  for (const std::string& other : request.beside) {
+    RBLN_RETURN_IF_ERROR(CheckNameForPeer(caller.remote, other, "artifact"));
+    if (request.dry_run) RBLN_RETURN_IF_ERROR(CheckReadsItself(caller, other));
+  }
   request.output_name = options.output_dir();
   request.replace = options.replace();
   request.dry_run = options.dry_run();

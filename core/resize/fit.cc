@@ -202,11 +202,32 @@ absl::StatusOr<MemoryPlan> PlanMemory(const Artifact& artifact,
   return plan;
 }
 
+void Reserve(const MemoryModel& model, uint64_t num_blocks,
+             MemoryReservation* reserved) {
+  for (const MemoryBucket& bucket : model.buckets) {
+    uint64_t& held = reserved->bytes[{bucket.node, bucket.chiplet}];
+    held = Saturate(absl::uint128(held) + bucket.other_bytes +
+                    KvBytesExact(bucket, num_blocks));
+  }
+}
+
+void ApplyReservation(const MemoryReservation* reserved, MemoryModel* model) {
+  if (reserved == nullptr) return;
+  for (MemoryBucket& bucket : model->buckets) {
+    auto it = reserved->bytes.find({bucket.node, bucket.chiplet});
+    if (it == reserved->bytes.end()) continue;
+    bucket.other_bytes =
+        Saturate(absl::uint128(bucket.other_bytes) + it->second);
+  }
+}
+
 absl::StatusOr<FitResult> FitMemoryBudget(const Artifact& artifact,
                                           const MemoryBudget& budget,
-                                          const DeviceSpec& device) {
+                                          const DeviceSpec& device,
+                                          const MemoryReservation* reserved) {
   RBLN_RETURN_IF_ERROR(CheckChiplets(artifact, device));
-  const MemoryModel model = BuildMemoryModel(artifact);
+  MemoryModel model = BuildMemoryModel(artifact);
+  ApplyReservation(reserved, &model);
   RBLN_ASSIGN_OR_RETURN(uint64_t per_bucket,
                         model.granularity == BucketGranularity::kNode
                             ? budget.PerNodeBytes(device)

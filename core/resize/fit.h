@@ -10,6 +10,9 @@
 #define RBLN_CORE_RESIZE_FIT_H_
 
 #include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -46,6 +49,22 @@ struct MemoryModel {
   uint64_t num_full_blocks = 0;
   std::vector<MemoryBucket> buckets;  // ordered by (node, chiplet)
 };
+
+// Memory other artifacts hold on the same devices (--beside), per (node,
+// chiplet) bucket: counted as other allocations of the artifact planned,
+// so that a fit leaves it to them.
+struct MemoryReservation {
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> bytes;
+  // "C (12 blocks)", one per artifact reserved, for messages.
+  std::vector<std::string> names;
+};
+// Adds `model`'s whole memory at `num_blocks` (other allocations and KV
+// caches, aligned as the fit aligns) to `*reserved`.
+void Reserve(const MemoryModel& model, uint64_t num_blocks,
+             MemoryReservation* reserved);
+// Adds the reserved bytes of each of `model`'s buckets to its other
+// allocations; nothing when `reserved` is null.
+void ApplyReservation(const MemoryReservation* reserved, MemoryModel* model);
 
 // Builds the model of `artifact` from its containers' headers.
 MemoryModel BuildMemoryModel(const Artifact& artifact);
@@ -119,9 +138,10 @@ absl::StatusOr<MemoryPlan> PlanMemory(const Artifact& artifact,
 // artifact's chiplets per node differ from the device's; INVALID_ARGUMENT for
 // a byte budget above the device's available DRAM. A result below the
 // minimum block count is returned as is; callers apply the guards.
-absl::StatusOr<FitResult> FitMemoryBudget(const Artifact& artifact,
-                                          const MemoryBudget& budget,
-                                          const DeviceSpec& device);
+// `reserved` (may be null): memory of other artifacts on the same devices.
+absl::StatusOr<FitResult> FitMemoryBudget(
+    const Artifact& artifact, const MemoryBudget& budget,
+    const DeviceSpec& device, const MemoryReservation* reserved = nullptr);
 
 }  // namespace rbln
 

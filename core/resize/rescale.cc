@@ -378,9 +378,9 @@ absl::Status CheckRescaled(const ContainerFacts& before,
   return absl::OkStatus();
 }
 
-absl::StatusOr<ResizePlan> PlanResize(
-    const Artifact& artifact, uint64_t target,
-    const absl::StatusOr<DeviceSpec>& device) {
+absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
+                                      const absl::StatusOr<DeviceSpec>& device,
+                                      const MemoryReservation* reserved) {
   for (const ContainerFile& file : artifact.containers()) {
     if (!file.codec->CanRescale()) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -421,7 +421,8 @@ absl::StatusOr<ResizePlan> PlanResize(
   }
   // Every byte count that follows must fit: a bucket's total (its other
   // allocations and the KV cache) is reported as a signed 64-bit headroom.
-  const MemoryModel model = BuildMemoryModel(artifact);
+  MemoryModel model = BuildMemoryModel(artifact);
+  ApplyReservation(reserved, &model);
   for (const MemoryBucket& bucket : model.buckets) {
     if (SaturatingAdd(bucket.other_bytes, bucket.KvBytes(target)) >
         static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
@@ -481,10 +482,12 @@ absl::StatusOr<ResizePlan> PlanResize(
 
 absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
                                 const MemoryBudget& budget,
-                                const absl::StatusOr<DeviceSpec>& device) {
+                                const absl::StatusOr<DeviceSpec>& device,
+                                const MemoryReservation* reserved) {
   RBLN_RETURN_IF_ERROR(device.status());
   FitPlan result;
-  RBLN_ASSIGN_OR_RETURN(result.fit, FitMemoryBudget(artifact, budget, *device));
+  RBLN_ASSIGN_OR_RETURN(result.fit,
+                        FitMemoryBudget(artifact, budget, *device, reserved));
   const uint64_t min_blocks = artifact.config().NumMinBlocks();
   if (result.fit.num_blocks < min_blocks) {
     std::string limit;
@@ -506,8 +509,8 @@ absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
          .num_min_blocks = min_blocks,
          .num_full_blocks = artifact.config().NumFullBlocks()});
   }
-  RBLN_ASSIGN_OR_RETURN(result.plan,
-                        PlanResize(artifact, result.fit.num_blocks, device));
+  RBLN_ASSIGN_OR_RETURN(result.plan, PlanResize(artifact, result.fit.num_blocks,
+                                                device, reserved));
   return result;
 }
 

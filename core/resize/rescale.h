@@ -73,8 +73,12 @@ absl::Status CheckRescaled(const ContainerFacts& before,
 // compiler); INVALID_ARGUMENT when the target is below the minimum (naming
 // the minimum and the rule with its numbers) or overflows; warnings (in the
 // plan) for the soft guards, with the numbers.
-absl::StatusOr<ResizePlan> PlanResize(const Artifact& artifact, uint64_t target,
-                                      const absl::StatusOr<DeviceSpec>& device);
+// `reserved` (may be null): memory of other artifacts on the same devices,
+// which the check against the device counts.
+absl::StatusOr<ResizePlan> PlanResize(
+    const Artifact& artifact, uint64_t target,
+    const absl::StatusOr<DeviceSpec>& device,
+    const MemoryReservation* reserved = nullptr);
 
 struct FitPlan {
   FitResult fit;
@@ -87,7 +91,8 @@ struct FitPlan {
 // fit, the minimum, and the bucket that limits it.
 absl::StatusOr<FitPlan> PlanFit(const Artifact& artifact,
                                 const MemoryBudget& budget,
-                                const absl::StatusOr<DeviceSpec>& device);
+                                const absl::StatusOr<DeviceSpec>& device,
+                                const MemoryReservation* reserved = nullptr);
 
 // CANCELLED: "the write was cancelled (deadline passed, caller gone or
 // daemon stopping) <when>; nothing was changed". Every cancelled write says

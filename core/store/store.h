@@ -132,6 +132,10 @@ struct WriteRequest {
   // A `free` budget: the probed devices node i sits on (empty: index
   // order). Read by no other budget.
   std::vector<int> devices;
+  // Artifacts on the same devices (--beside): their whole memory at their
+  // current counts is reserved first, for the fit and for the check
+  // against the device (core/resize/fit.h, MemoryReservation).
+  std::vector<std::string> beside;
   // Check every payload segment's checksum before copying it (DATA_LOSS on
   // a mismatch), whatever the payload's size (see kCheapVerifyBytes).
   bool verify = false;
@@ -441,6 +445,13 @@ class ArtifactStore {
       const MemoryBudget& budget, const std::vector<int>& devices,
       const Artifact& artifact, const DeviceSpec& spec,
       std::vector<std::string>* warnings);
+  // The memory the artifacts `beside` hold, for `artifact` (named `name`):
+  // read at their current counts, lined up with it (one NPU family, the
+  // same chiplets); INVALID_ARGUMENT for the artifact itself or a name
+  // given twice. A warning says what was reserved.
+  absl::StatusOr<MemoryReservation> ReserveBeside(
+      const std::vector<std::string>& beside, const Artifact& artifact,
+      const std::string& name, std::vector<std::string>* warnings);
   // The budget of each node of the group, per bucket.
   absl::StatusOr<std::vector<uint64_t>> GroupBudget(
       const GroupRequest& request, const GroupMemberState& first,

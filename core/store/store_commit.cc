@@ -427,19 +427,25 @@ absl::StatusOr<ResizePlan> ArtifactStore::Plan(const WriteRequest& request,
       device.ok() ? absl::StatusOr<DeviceSpec>(device->spec) : device.status();
   ResizePlan plan;
   std::vector<std::string> budget_warnings;
+  std::optional<MemoryReservation> reserved;
+  if (!request.beside.empty()) {
+    RBLN_ASSIGN_OR_RETURN(reserved, ReserveBeside(request.beside, artifact,
+                                                  name, &budget_warnings));
+  }
+  const MemoryReservation* beside = reserved ? &*reserved : nullptr;
   if (request.budget.has_value()) {
     absl::StatusOr<MemoryBudget> budget =
         spec.ok() ? ResolveFreeBudget(*request.budget, request.devices,
                                       artifact, *spec, &budget_warnings)
                   : absl::StatusOr<MemoryBudget>(*request.budget);
     if (!budget.ok()) return NameArtifactInFacts(budget.status(), name);
-    absl::StatusOr<FitPlan> fit = PlanFit(artifact, *budget, spec);
+    absl::StatusOr<FitPlan> fit = PlanFit(artifact, *budget, spec, beside);
     if (!fit.ok()) return NameArtifactInFacts(fit.status(), name);
     result->fit = std::move(fit->fit);
     plan = std::move(fit->plan);
   } else {
     absl::StatusOr<ResizePlan> resize =
-        PlanResize(artifact, *request.target, spec);
+        PlanResize(artifact, *request.target, spec, beside);
     if (!resize.ok()) return NameArtifactInFacts(resize.status(), name);
     plan = *std::move(resize);
   }

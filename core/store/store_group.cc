@@ -164,6 +164,45 @@ absl::StatusOr<GroupResult> ArtifactStore::FitTogether(
   return ApplyGroup(request, group, std::move(result));
 }
 
+absl::StatusOr<MemoryReservation> ArtifactStore::ReserveBeside(
+    const std::vector<std::string>& beside, const Artifact& artifact,
+    const std::string& name, std::vector<std::string>* warnings) {
+  // The artifact itself is not read again: a write holds its lock.
+  GroupRequest request;
+  request.dry_run = true;  // read only
+  for (const std::string& other : beside) request.members.push_back({other});
+  RBLN_ASSIGN_OR_RETURN(const std::vector<GroupMemberState> group,
+                        LoadGroup(request));
+  const MemoryModel own = BuildMemoryModel(artifact);
+  std::vector<GroupMember> members = {{.name = name, .model = &own}};
+  absl::StatusOr<DramChoice> device = DeviceFor(artifact);
+  MemoryReservation reserved;
+  for (const GroupMemberState& state : group) {
+    if (state.at.name == name) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--beside names ", Echo(name),
+          ", the artifact being sized: give the others on its devices"));
+    }
+    if (device.ok() && state.device.spec.family != device->spec.family) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          state.at.name, " is compiled for ", state.device.spec.family, " and ",
+          name, " for ", device->spec.family,
+          ": artifacts of different NPU families cannot share a device"));
+    }
+    members.push_back({.name = state.at.name, .model = &state.model});
+    const uint64_t count = state.artifact->current_num_blocks();
+    Reserve(state.model, count, &reserved);
+    reserved.names.push_back(
+        absl::StrCat(state.at.name, " (", count, " blocks)"));
+  }
+  RBLN_RETURN_IF_ERROR(CheckLinedUp(members));
+  warnings->push_back(absl::StrCat(
+      "sized beside ", absl::StrJoin(reserved.names, ", "),
+      ": their whole memory at their current counts is reserved first, and "
+      "counted as other allocations"));
+  return reserved;
+}
+
 absl::StatusOr<MemoryBudget> ArtifactStore::ResolveFreeBudget(
     const MemoryBudget& budget, const std::vector<int>& devices,
     const Artifact& artifact, const DeviceSpec& spec,
