@@ -1,6 +1,9 @@
 // ArtifactServiceImpl::FitTogether (artifact_service.proto): the request
 // checked and translated for ArtifactStore::FitTogether, and its result
 // into the reply.
+#include <unistd.h>
+
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -12,6 +15,12 @@
 
 namespace rbln {
 namespace {
+
+// Test-only: set in the daemon's environment to N, it ends the process
+// (exit kExitKilledForTest) right after the N-th commit of a FitTogether.
+constexpr char kCrashAfterGroupCommitsEnv[] =
+    "RBLN_ARTIFACTD_TEST_CRASH_AFTER_GROUP_COMMITS";
+constexpr int kExitKilledForTest = 137;
 
 // The request as the store takes it; INVALID_ARGUMENT for what the RPC
 // refuses.
@@ -104,6 +113,14 @@ grpc::Status ArtifactServiceImpl::FitTogether(grpc::ServerContext* context,
   request->is_cancelled = [this, context]() {
     return context->IsCancelled() || stopping_.load();
   };
+  // For tests of a crash part way through a group (tests/group_crash_test.py):
+  // the process ends, as if killed, right after that many commits.
+  if (const char* crash = std::getenv(kCrashAfterGroupCommitsEnv)) {
+    const size_t after = std::strtoul(crash, nullptr, 10);
+    request->after_commit = [after](size_t committed) {
+      if (committed == after) _exit(kExitKilledForTest);
+    };
+  }
   // A write of several artifacts counts as one against the limit.
   if (writes) {
     if (absl::Status admitted = AdmitWrite("", true); !admitted.ok()) {
