@@ -1,14 +1,17 @@
-// rbln-bench-core: Google Benchmark of two pure parts of core/ that every
-// request runs (bench/run, row 9; docs/performance.md):
+// rbln-bench-core: Google Benchmark of pure parts of core/ (bench/run, rows
+// 9 and fit-together; docs/performance.md):
 //  * FitModel over a memory model of N nodes x 4 chiplets with 160 KV
 //    tensors (a 64-node artifact at the top), and over a growing tensor count;
 //  * ReadContainer of a synthetic prefill container (tools/synth.h) whose
-//    header grows with the layer count.
+//    header grows with the layer count;
+//  * FitGroup of N artifacts on 64 nodes x 4 chiplets, and its baseline, the
+//    N single fits (FitModel) of the same artifacts under the same budget.
 // Each reports its complexity in the size it varies (--benchmark_format=json).
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +19,7 @@
 #include "core/format/container.h"
 #include "core/os/env.h"
 #include "core/resize/fit.h"
+#include "core/resize/group_fit.h"
 #include "tools/synth.h"
 
 namespace rbln::bench {
@@ -70,6 +74,87 @@ BENCHMARK(BM_FitModelTensors)
     ->RangeMultiplier(4)
     ->Range(16, 640)
     ->Complexity(benchmark::oAuto);
+
+// FitGroup's artifacts: 64 nodes x 4 chiplets each, all different so that
+// their shares differ. Member i (up to 31) has 2.5 to 4.5 MiB of KV per block
+// (one tensor, two for odd i; not multiples of the 2 MiB alignment), thousands
+// of full blocks, weight 1 to 3, and more other bytes on later nodes; alone,
+// none fits kBudgetPerChiplet at its full count, so every single fit
+// searches. Together at 16 blocks each even 32 fit, so progressive filling
+// adds thousands of blocks.
+constexpr uint32_t kGroupNodes = 64;
+constexpr uint64_t kGroupMinBlocks = 16;
+
+MemoryModel GroupMemberModel(uint32_t i) {
+  MemoryModel model;
+  model.num_nodes = kGroupNodes;
+  model.chiplets_per_node = kChipletsPerNode;
+  model.num_full_blocks = 5000 + 1500 * (i % 4) + 37 * i;
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  for (uint32_t node = 0; node < kGroupNodes; ++node) {
+    for (uint32_t chiplet = 0; chiplet < kChipletsPerNode; ++chiplet) {
+      MemoryBucket bucket{.node = node,
+                          .chiplet = chiplet,
+                          .other_bytes = 64 * kMiB + (i % 5) * 16 * kMiB +
+                                         node * (uint64_t{256} << 10)};
+      bucket.kv_per_block.push_back(5 * kMiB / 2 + i * (uint64_t{32} << 10));
+      if (i % 2 == 1) bucket.kv_per_block.push_back(kMiB + chiplet * 4096);
+      model.buckets.push_back(std::move(bucket));
+    }
+  }
+  return model;
+}
+
+std::vector<MemoryModel> GroupModels(int64_t count) {
+  std::vector<MemoryModel> models;
+  for (uint32_t i = 0; i < count; ++i) models.push_back(GroupMemberModel(i));
+  return models;
+}
+
+// Progressive filling takes one step per block added (and one refused step
+// per member), each choosing among the N members and checking the buckets
+// of the one chosen: the complexity is fitted against blocks added x (N +
+// buckets), and the blocks added are a counter beside the time.
+void BM_FitGroup(benchmark::State& state) {
+  const std::vector<MemoryModel> models = GroupModels(state.range(0));
+  std::vector<GroupMember> members;
+  for (size_t i = 0; i < models.size(); ++i) {
+    members.push_back({.name = absl::StrCat("m", i),
+                       .model = &models[i],
+                       .num_min_blocks = kGroupMinBlocks,
+                       .weight = static_cast<uint32_t>(1 + i % 3)});
+  }
+  const std::vector<uint64_t> budget(kGroupNodes, kBudgetPerChiplet);
+  uint64_t added = 0;
+  for (auto _ : state) {
+    auto plan = FitGroup(members, budget);
+    if (!plan.ok()) {
+      state.SkipWithError(plan.status().ToString().c_str());
+      return;
+    }
+    added = 0;
+    for (uint64_t count : plan->num_blocks) added += count - kGroupMinBlocks;
+    benchmark::DoNotOptimize(plan);
+  }
+  const int64_t buckets = kGroupNodes * kChipletsPerNode;
+  state.counters["blocks_added"] = static_cast<double>(added);
+  state.counters["buckets"] = static_cast<double>(buckets);
+  state.SetComplexityN(static_cast<int64_t>(added) *
+                       (state.range(0) + buckets));
+}
+BENCHMARK(BM_FitGroup)->Arg(2)->Arg(8)->Arg(32)->Complexity(benchmark::oN);
+
+// The baseline: each member fitted alone, N FitModel calls.
+void BM_SingleFits(benchmark::State& state) {
+  const std::vector<MemoryModel> models = GroupModels(state.range(0));
+  for (auto _ : state) {
+    for (const MemoryModel& model : models) {
+      benchmark::DoNotOptimize(FitModel(model, kBudgetPerChiplet));
+    }
+  }
+  state.SetComplexityN(state.range(0));
+}
+BENCHMARK(BM_SingleFits)->Arg(2)->Arg(8)->Arg(32)->Complexity(benchmark::oN);
 
 // The prefill container of a synthetic artifact with `layers` layers (2 KV
 // tensors each), written once per size under $TMPDIR.
