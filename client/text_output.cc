@@ -340,6 +340,17 @@ std::string FormatDescribe(const v1::DescribeArtifactResponse& reply) {
                        {"PER BLOCK", true},
                        {"HEADROOM", true}},
                       rows);
+  if (!reply.devices().empty()) {
+    std::vector<std::string> devices;
+    for (const v1::Device& d : reply.devices()) {
+      devices.push_back(absl::StrCat(
+          d.device_node().empty() ? absl::StrCat("npu ", d.index())
+                                  : d.device_node(),
+          " ", GiB(d.used_bytes()), " used, ", GiB(d.free_bytes()), " free"));
+    }
+    absl::StrAppend(&text, "\n",
+                    Field("devices now (GiB)", absl::StrJoin(devices, "; ")));
+  }
   return text + FormatVerified(reply);
 }
 

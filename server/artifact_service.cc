@@ -198,6 +198,7 @@ grpc::Status ArtifactServiceImpl::SetKvcacheNumBlocks(
   WriteRequest request;
   request.name = req->artifact();
   request.target = req->num_blocks();
+  request.devices.assign(req->devices().begin(), req->devices().end());
   request.beside.assign(req->beside().begin(), req->beside().end());
   absl::Status status =
       Write(context, *caller, std::move(request), req->options(), resp);
@@ -423,6 +424,12 @@ grpc::Slice ArtifactServiceImpl::DescribeReply(
           : absl::StatusOr<std::shared_ptr<const MemoryPlan>>(device.status());
   v1::DescribeArtifactResponse resp;
   FillDescription(read.get(), name, link_target, device, plan, &resp);
+  // What is in use and free on each device, where a live probe says.
+  v1::GetDeviceInfoResponse report;
+  FillDeviceInfo(dram_->Report(), &report);
+  for (const v1::Device& probed : report.devices()) {
+    if (probed.source() == "probe") *resp.add_devices() = probed;
+  }
   grpc::Slice made(resp.SerializeAsString());
   if (keep) describe_replies_.Insert(read, name, generation, device, made);
   return made;

@@ -227,6 +227,9 @@ void FillDeviceInfo(const DeviceReport& report,
     device->set_available_bytes(d.available_bytes);
     device->set_chiplets(d.chiplets);
     device->set_source(d.source);
+    device->set_free_bytes(d.available_bytes > d.used_bytes
+                               ? d.available_bytes - d.used_bytes
+                               : 0);
   }
 }
 

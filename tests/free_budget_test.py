@@ -2,8 +2,8 @@
 answers `-j` with the `used` figures of a file the test changes; a dry-run
 FitMemoryBudget and FitTogether with budget "free" / "free-50%" answer
 from what the probe says now (a change of `used` between two calls changes
-the answer), --devices picks the devices, and the spec table's figures are
-refused for `free`.
+the answer), --devices picks the devices, Describe shows what is used and
+free per device, and the spec table's figures are refused for `free`.
 
 Run by ctest with PYTHONPATH=<build>/python and RBLN_BIN_DIR=<build>/bin.
 """
@@ -108,6 +108,20 @@ class FreeBudgetTest(unittest.TestCase):
                         sum(m.new_num_blocks for m in idle.members))
         self.assertLess(busy.buckets[0].budget_bytes,
                         idle.buckets[0].budget_bytes)
+
+    def test_describe_shows_used_and_free_per_device(self):
+        self.set_used([GIB, 0, 0, 0, 0, 0])
+        # A probe newer than any kept reply: what Describe reports is the
+        # probe's last look.
+        self.fit("free")
+        reply = self.stub.DescribeArtifact(
+            pb.DescribeArtifactRequest(artifact="small"), timeout=60)
+        self.assertEqual(len(reply.devices), 6)
+        self.assertEqual(reply.devices[0].used_bytes, GIB)
+        self.assertEqual(reply.devices[0].free_bytes,
+                         reply.devices[0].available_bytes - GIB)
+        self.assertEqual(reply.devices[1].free_bytes,
+                         reply.devices[1].available_bytes)
 
     def test_devices_the_probe_did_not_find_are_refused(self):
         self.set_used([0, 0, 0, 0, 0, 0])

@@ -433,6 +433,11 @@ absl::StatusOr<ResizePlan> ArtifactStore::Plan(const WriteRequest& request,
                                                   name, &budget_warnings));
   }
   const MemoryReservation* beside = reserved ? &*reserved : nullptr;
+  if (!request.devices.empty() && !request.budget.has_value()) {
+    budget_warnings.push_back(
+        "the devices chosen change nothing for a block count: they place a "
+        "free budget's nodes");
+  }
   if (request.budget.has_value()) {
     absl::StatusOr<MemoryBudget> budget =
         spec.ok() ? ResolveFreeBudget(*request.budget, request.devices,
