@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/types/span.h"
 #include "core/device/device_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -101,6 +102,22 @@ struct RefuseCase {
   std::string problem;
 };
 
+// Each of `cases` is refused with INVALID_ARGUMENT quoting the text, saying
+// its problem, and listing what is accepted (`accepted`).
+void ExpectEachRefused(absl::Span<const RefuseCase> cases,
+                       absl::string_view accepted) {
+  for (const RefuseCase& c : cases) {
+    SCOPED_TRACE(absl::StrCat("input \"", c.text, "\""));
+    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(c.text);
+    ASSERT_FALSE(budget.ok());
+    EXPECT_EQ(budget.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string message(budget.status().message());
+    EXPECT_THAT(message, HasSubstr(absl::StrCat("\"", c.text, "\"")));
+    EXPECT_THAT(message, HasSubstr(c.problem));
+    EXPECT_THAT(message, HasSubstr(accepted));
+  }
+}
+
 TEST(MemoryBudgetParseTest, RefusesWithAnExplanation) {
   const RefuseCase cases[] = {
       {"", "is empty"},
@@ -157,17 +174,9 @@ TEST(MemoryBudgetParseTest, RefusesWithAnExplanation) {
       {"0.1234567890123456789", "has 19 fractional digits"},
       {"12.34567890123456789%", "fractional digits in a percentage"},
   };
-  for (const RefuseCase& c : cases) {
-    SCOPED_TRACE(absl::StrCat("input \"", c.text, "\""));
-    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(c.text);
-    ASSERT_FALSE(budget.ok());
-    EXPECT_EQ(budget.status().code(), absl::StatusCode::kInvalidArgument);
-    const std::string message(budget.status().message());
-    EXPECT_THAT(message, HasSubstr(absl::StrCat("\"", c.text, "\"")));
-    EXPECT_THAT(message, HasSubstr(c.problem));
-    EXPECT_THAT(message, HasSubstr("like 0.8, a percentage in (0, 100] like "
-                                   "80%, or bytes with a unit like 10GB"));
-  }
+  ExpectEachRefused(cases,
+                    "like 0.8, a percentage in (0, 100] like 80%, or bytes "
+                    "with a unit like 10GB");
 }
 
 TEST(MemoryBudgetParseTest, AmbiguousNumbersOnlySuggestPercentagesUpTo100) {
@@ -426,17 +435,7 @@ TEST(MemoryBudgetFreeTest, RefusesOtherFormsSayingTheForm) {
       {"free 90%", "expected nothing or -P% after free"},
       {"freedom", "expected nothing or -P% after free"},
   };
-  for (const RefuseCase& c : cases) {
-    SCOPED_TRACE(absl::StrCat("input \"", c.text, "\""));
-    absl::StatusOr<MemoryBudget> budget = MemoryBudget::Parse(c.text);
-    ASSERT_FALSE(budget.ok());
-    EXPECT_EQ(budget.status().code(), absl::StatusCode::kInvalidArgument);
-    const std::string message(budget.status().message());
-    EXPECT_THAT(message, HasSubstr(absl::StrCat("\"", c.text, "\"")));
-    EXPECT_THAT(message, HasSubstr(c.problem));
-    EXPECT_THAT(message, HasSubstr("free-P% with P in (0, 100], like "
-                                   "free-90%"));
-  }
+  ExpectEachRefused(cases, "free-P% with P in (0, 100], like free-90%");
   // Every other refusal names the free forms among what is accepted.
   EXPECT_THAT(MemoryBudget::Parse("80").status().message(),
               HasSubstr("or free or free-90%"));
