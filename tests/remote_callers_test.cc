@@ -89,7 +89,8 @@ TEST(ErrorReasonTest, CoreReasonsAreTheProtoEnum) {
       ErrorReason::kOutputExists,   ErrorReason::kOutsideStore,
       ErrorReason::kReadOnlyRoot,   ErrorReason::kArtifactNotFound,
       ErrorReason::kNotAnOperator,  ErrorReason::kNotReadableByCaller,
-      ErrorReason::kExceedsDevice};
+      ErrorReason::kExceedsDevice,  ErrorReason::kGroupDoesNotFit,
+      ErrorReason::kGroupPartial};
   for (ErrorReason reason : all) {
     const std::string name(ErrorReasonName(reason));
     v1::ErrorDetail::Reason parsed = v1::ErrorDetail::REASON_UNSPECIFIED;
